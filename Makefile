@@ -1,0 +1,41 @@
+# The README's two commands: `make demo` and `make test`.  Both (re)create .venv.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+TORCH   := torch==2.13.0
+
+.PHONY: venv test demo lint verify clean
+
+venv: $(STAMP)
+
+# torch first: the pinned CPU wheel, so that nothing below pulls a CUDA build.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet $(TORCH)
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+test: venv
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -n 2 tests
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+verify: venv
+	$(BIN)/scalegrade verify
+
+demo: venv
+	$(BIN)/scalegrade verify
+	$(BIN)/scalegrade calc transformer.param_count n_layers=24 d_model=2048 vocab=50000
+	$(BIN)/scalegrade calc memory.model_state_bytes n_params=7e9
+	$(BIN)/scalegrade calc budget.training_seconds total_flops=7.8e22 n_gpus=256 peak_flops=1e15 mfu=0.4
+	$(BIN)/scalegrade calc memory.kv_cache_bytes_per_token n_layers=80 n_kv_heads=8 d_head=128
+	$(BIN)/scalegrade calc parallel.pipeline_bubble_fraction n_stages=16 n_microbatches=96
+	$(BIN)/scalegrade calc roofline.ridge_intensity peak_flops=A100-80GB bandwidth=A100-80GB
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache
