@@ -33,9 +33,10 @@ demo: venv
 	$(BIN)/scalegrade calc transformer.param_count n_layers=24 d_model=2048 vocab=50000
 	$(BIN)/scalegrade calc memory.model_state_bytes n_params=7e9
 	$(BIN)/scalegrade calc budget.training_seconds total_flops=7.8e22 n_gpus=256 peak_flops=1e15 mfu=0.4
+	$(BIN)/scalegrade calc collectives.ring_allreduce_seconds n_bytes=1GB n_workers=64 bandwidth=25GB/s latency=10us
 	$(BIN)/scalegrade calc memory.kv_cache_bytes_per_token n_layers=80 n_kv_heads=8 d_head=128
 	$(BIN)/scalegrade calc parallel.pipeline_bubble_fraction n_stages=16 n_microbatches=96
-	$(BIN)/scalegrade calc roofline.ridge_intensity peak_flops=A100-80GB bandwidth=A100-80GB
+	$(BIN)/scalegrade calc roofline.ridge_intensity --gpu A100
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

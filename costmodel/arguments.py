@@ -179,8 +179,9 @@ ARGUMENTS: dict[str, Domain] = {
     "segment_length": amount("layers per checkpointed segment k", "", (1, 64), log=False),
     # --- bytes, FLOPs, seconds ----------------------------------------------------
     "bytes_per_param": amount("bytes per parameter", "byte", (1, 20), log=False),
-    "optimizer_bytes_per_param": nonnegative("optimizer-state bytes per parameter", "byte",
-                                             (0, 16)),
+    "optimizer_bytes_per_param": nonnegative(
+        "optimizer-state bytes per parameter", "byte", (0, 16)
+    ),
     "bytes_per_value": amount("bytes per stored value (2 for bf16)", "byte", (0.5, 4), False),
     "n_bytes": amount("message size", "byte", (1e3, 1e10)),
     "bytes_moved": amount("bytes moved to and from memory", "byte", (1e3, 1e12)),

@@ -167,3 +167,31 @@ def recomputation_overhead(extra_forwards: int = 1) -> float:
 def tokens_per_param(n_params: float, n_tokens: float) -> float:
     """Tokens per parameter D/N (compute-optimal ≈ 20)."""
     return n_tokens / n_params
+
+
+@formula("000 §0.1, Prop 0.2; 000 Ex. 1(a) (Vd = 0.10e9); GPT-2 for n_ctx", "")
+def embedding_param_count(vocab: int, d_model: int, n_ctx: int = 0) -> float:
+    """Embedding parameters (tied with the head): V·d, + n_ctx·d for learned positions."""
+    return (vocab + n_ctx) * d_model
+
+
+@formula("000 Ex. 13 (768 sequences of 2048 tokens ≈ 1.57e6 per step)", "")
+def tokens_per_batch(batch: int, seq_len: int) -> float:
+    """Tokens in one optimizer step's batch: b·s."""
+    return batch * seq_len
+
+
+@formula("001 ch. 0 (attention: at d_k = 64 the scores have std 8); Vaswani et al. 2017", "")
+def attention_score_std(d_head: int) -> float:
+    """Standard deviation of an unscaled score q·k with unit-variance entries: √d_k."""
+    return d_head**0.5
+
+
+@derivation(attention_score_std)
+def _(sp):
+    """√d_k: Var(Σ q_i k_i) = Σ Var(q_i)Var(k_i) = d_k for independent zero-mean unit entries."""
+    d = sp.symbols("d_head", positive=True, integer=True)
+    i = sp.symbols("i", integer=True)
+    var_q = var_k = 1
+    variance = sp.summation(var_q * var_k, (i, 1, d))  # independent terms: variances add
+    return sp.sqrt(variance), sp.sqrt(d)

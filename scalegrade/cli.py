@@ -100,7 +100,10 @@ def _gpu_defaults(gpu_name: str, precision: str) -> dict[str, float]:
 @click.option("--gpu", "gpu_name", help="Fill peak_flops, bandwidth, watts from the catalog.")
 @click.option("--precision", default="bf16", show_default=True, help="Precision for --gpu.")
 def calc(
-    name: str | None, assignments: tuple[str, ...], list_: bool, gpu_name: str | None,
+    name: str | None,
+    assignments: tuple[str, ...],
+    list_: bool,
+    gpu_name: str | None,
     precision: str,
 ) -> None:
     """Evaluate a formula: scalegrade calc memory.model_state_bytes n_params=7e9
@@ -112,15 +115,14 @@ def calc(
     from costmodel.units import human
 
     if list_ or not name:
-        table = Table(title="Formulas (scalegrade calc NAME key=value ...)")
-        for col in ("name", "arguments", "unit", "derived", "what", "notes"):
-            table.add_column(col)
         for f in costmodel.formulas().values():
-            args = ", ".join(str(p) for p in f.signature.parameters.values())
-            table.add_row(
-                f.name, args, f.unit or "-", "yes" if f.has_derivation else "", f.summary, f.cite
+            args = ", ".join(
+                p.name if p.default is p.empty else f"{p.name}={p.default!r}"
+                for p in f.signature.parameters.values()
             )
-        console.print(table)
+            derived = " [derived]" if f.has_derivation else ""
+            click.echo(f"{f.name}({args}) -> {f.unit or 'number'}{derived}")
+            click.echo(f"    {f.summary}  ({f.cite})")
         return
     try:
         formula = costmodel._registry.get(name)
@@ -143,7 +145,9 @@ def calc(
         result = formula.func(**kwargs)
     except costmodel.ArgumentError as err:
         fail(str(err))
-    shown = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in kwargs.items())
+    shown = ", ".join(
+        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in kwargs.items()
+    )
     console.print(f"[bold]{name}[/]({shown})", highlight=False)
     console.print(f"  = {human(result, formula.unit)}", highlight=False)
     console.print(f"  [dim]{formula.summary} — {formula.cite}[/]", highlight=False)

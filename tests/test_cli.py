@@ -22,8 +22,12 @@ def test_calc_prints_human_units():
 def test_calc_reads_units_in_values():
     # 000 Ex. 8: 1 GB over 64 workers at 25 GB/s with 10 us latency: 0.080 s
     result = run(
-        "calc", "collectives.ring_allreduce_seconds",
-        "n_bytes=1GB", "n_workers=64", "bandwidth=25GB/s", "latency=10us",
+        "calc",
+        "collectives.ring_allreduce_seconds",
+        "n_bytes=1GB",
+        "n_workers=64",
+        "bandwidth=25GB/s",
+        "latency=10us",
     )
     assert result.exit_code == 0, result.output
     assert "0.0800 s" in result.output
@@ -45,15 +49,33 @@ def test_calc_list_lists_formulas():
 def test_bad_input_is_one_line_naming_the_argument_and_exit_2():
     cases = [
         (["memory.model_state_bytes", "n_params=-5"], "n_params = -5.0: must be a number > 0"),
-        (["budget.training_seconds", "total_flops=1e21", "n_gpus=0", "peak_flops=1e15",
-          "mfu=0.4"], "n_gpus = 0"),
-        (["budget.training_seconds", "total_flops=1e21", "n_gpus=8", "peak_flops=1e15",
-          "mfu=1.5"], "mfu = 1.5"),
+        (
+            [
+                "budget.training_seconds",
+                "total_flops=1e21",
+                "n_gpus=0",
+                "peak_flops=1e15",
+                "mfu=0.4",
+            ],
+            "n_gpus = 0",
+        ),
+        (
+            [
+                "budget.training_seconds",
+                "total_flops=1e21",
+                "n_gpus=8",
+                "peak_flops=1e15",
+                "mfu=1.5",
+            ],
+            "mfu = 1.5",
+        ),
         (["memory.no_such"], "unknown formula 'memory.no_such'"),
         (["memory.model_state_bytes", "n_param=5"], "unknown argument 'n_param'"),
         (["memory.model_state_bytes", "n_params"], "expected key=value"),
-        (["collectives.ring_allreduce_seconds", "n_bytes=1 GP", "n_workers=4",
-          "bandwidth=1e9"], "unknown unit 'GP'"),
+        (
+            ["collectives.ring_allreduce_seconds", "n_bytes=1 GP", "n_workers=4", "bandwidth=1e9"],
+            "unknown unit 'GP'",
+        ),
         (["roofline.ridge_intensity", "--gpu", "T4"], "T4 has no bf16"),
     ]
     for args, message in cases:

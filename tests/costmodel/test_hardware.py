@@ -20,8 +20,16 @@ def test_the_notes_values_are_what_the_catalog_gives():
 
 
 def test_required_gpus_are_present_with_sources():
-    for name in ("A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "L4", "T4",
-                 "V100-32GB"):
+    for name in (
+        "A100-40GB",
+        "A100-80GB",
+        "H100-SXM",
+        "H100-PCIe",
+        "H200",
+        "L4",
+        "T4",
+        "V100-32GB",
+    ):
         g = gpu(name)
         assert g.sources and all(g.sources)
         assert g.memory_bytes > 0 and g.memory_bandwidth > 0 and g.tdp_watts > 0
