@@ -166,6 +166,10 @@ def human(value: Any, unit: str) -> str:
     if unit == "FLOP":
         return f"{sig(x)} FLOP"
     if unit == "s":
+        if x < 60:
+            return f"{sig(x)} s"
+        if x < 86400:
+            return f"{sig(x)} s ({sig(x / 3600)} h)"
         return f"{sig(x)} s ({sig(x / 3600)} h, {sig(x / 86400)} days)"
     if unit == "hour":
         return f"{sig(x)} h ({sig(x / 24)} days)"

@@ -47,6 +47,7 @@ def test_human_shows_gb_and_gib_hours_and_days():
     # 000 exam Q2(a): 761 719 s ≈ 8.82 days
     assert human(761718.75, "s") == "762,000 s (212 h, 8.82 days)"
     assert human(312e12, "FLOP/s") == "312 TFLOP/s"
+    assert human(0.08001, "s") == "0.0800 s"  # 000 Ex. 8(b): the ring, 80 ms
     assert human(0.135135, "") == "0.1351 (13.5 %)"
     assert human(1310359552, "") == "1,310,359,552"
 
