@@ -37,6 +37,8 @@ demo: venv
 	$(BIN)/scalegrade calc memory.kv_cache_bytes_per_token n_layers=80 n_kv_heads=8 d_head=128
 	$(BIN)/scalegrade calc parallel.pipeline_bubble_fraction n_stages=16 n_microbatches=96
 	$(BIN)/scalegrade calc roofline.ridge_intensity --gpu A100
+	$(BIN)/scalegrade validate tdlsm/hw1 --students 200
+	$(BIN)/scalegrade demo --out out/demo
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,12 +1,29 @@
-"""The two courses ScaleGrade serves, and where their notes are.
+"""The two courses ScaleGrade serves: notes, where the secret comes from, default policies.
 
-The generator and autograder (later issues) read rosters, the course secret and
-default policies from here; the cost model does not depend on it.
+Everything an instructor sets once per course lives here; each assignment's YAML may
+override the policy.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SECRET_ENV = "SCALEGRADE_SECRET"
+# Used by `scalegrade demo` only; `scalegrade generate` refuses it.
+DEMO_SECRET = b"scalegrade-demo-secret-do-not-use-for-a-real-course"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How an assignment is graded (assignments/<course>/<id>.yaml may override)."""
+
+    ecf: bool = True  # error carried forward along the answer graph
+    ecf_credit: float = 0.8  # share of the points a correct carried answer earns
+    late_penalty_per_day: float = 0.1
+    late_days_max: int = 3
+    solutions_after_due: bool = True
 
 
 @dataclass(frozen=True)
@@ -15,6 +32,8 @@ class Course:
     title: str
     notes: str  # file under ../shared/seeds/ ("000" and "001" in citations)
     cite_as: str
+    default_tolerance: dict[str, float] = field(default_factory=lambda: {"rel": 0.01})
+    policy: Policy = field(default_factory=Policy)
 
 
 COURSES: dict[str, Course] = {
@@ -31,3 +50,36 @@ COURSES: dict[str, Course] = {
         cite_as="001",
     ),
 }
+
+
+class SecretError(RuntimeError):
+    """No usable course secret."""
+
+
+def load_secret(secret_file: Path | None = None) -> bytes:
+    """The course secret: ``--secret-file`` if given, else ``$SCALEGRADE_SECRET``.
+
+    Variants are HMAC(secret, course/assignment/question/student): whoever holds the
+    secret can recompute every student's numbers, so keep it out of the repository.
+    """
+    if secret_file is not None:
+        try:
+            secret = secret_file.read_bytes().strip()
+        except OSError as err:
+            raise SecretError(
+                f"{secret_file}: cannot read the secret file ({err.strerror})"
+            ) from None
+        where = str(secret_file)
+    else:
+        secret = os.environ.get(SECRET_ENV, "").strip().encode()
+        where = f"${SECRET_ENV}"
+        if not secret:
+            raise SecretError(
+                f"no course secret: set ${SECRET_ENV} or pass --secret-file FILE "
+                "(e.g. `python -c 'import secrets; print(secrets.token_hex(32))' > secret.txt`)"
+            )
+    if len(secret) < 16:
+        raise SecretError(f"{where}: the secret is {len(secret)} bytes; use at least 16")
+    if secret == DEMO_SECRET:
+        raise SecretError(f"{where}: this is the public demo secret; generate a course secret")
+    return secret

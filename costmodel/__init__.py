@@ -34,12 +34,17 @@ from costmodel import (  # noqa: F401  (importing a module registers its formula
 )
 from costmodel._registry import ArgumentError, Formula, UnknownFormula, get, registry
 
-__all__ = ["ArgumentError", "Formula", "UnknownFormula", "evaluate", "formulas"]
+__all__ = ["ArgumentError", "Formula", "UnknownFormula", "evaluate", "formula", "formulas"]
 
 
 def formulas() -> dict[str, Formula]:
     """Every formula by name: signature, citation, SI unit, docstring, derivations."""
     return dict(sorted(registry().items()))
+
+
+def formula(name: str) -> Formula:
+    """One formula by name; :class:`UnknownFormula` names the fix if there is none."""
+    return get(name)
 
 
 def evaluate(name: str, **kwargs: Any) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from costmodel._numeric import ceil
 from costmodel._registry import derivation, formula
 from costmodel.arguments import ArgumentError
 
@@ -66,7 +67,7 @@ def _(sp):
 def accelerators_needed(total_flops: float, peak_flops: float, mfu: float, seconds: float) -> int:
     """Accelerators to finish C FLOPs within T seconds: ⌈C/(peak·MFU·T)⌉."""
     exact = total_flops / delivered_flops(peak_flops=peak_flops, mfu=mfu, seconds=seconds)
-    return math.ceil(exact * (1 - 1e-12))  # an exact fit is not rounded up by float noise
+    return ceil(exact)  # an exact fit is not rounded up by float noise
 
 
 @formula("000 §1.3 (MFU); 001 ch. 6; PaLM (Chowdhery et al. 2022), app. B", "")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from costmodel._numeric import ceil
 from costmodel._registry import derivation, formula
 from costmodel.arguments import (
     ArgumentError,
@@ -111,7 +112,7 @@ def _(sp):
 @formula("000 Ex. 9(b)", "", domains={"omega": _OMEGA, "target_penalty": _TARGET})
 def workers_for_penalty(omega: float, target_penalty: float = 2.0) -> int:
     """Workers needed for 1 + ω/p ≤ target: p = ⌈ω/(target − 1)⌉ (p ≥ ω for a factor 2)."""
-    return max(1, math.ceil(omega / (target_penalty - 1)))
+    return max(1, ceil(omega / (target_penalty - 1)))
 
 
 @derivation(
@@ -275,7 +276,7 @@ def _(sp):
 @formula("000 §4.4, Prop 4.14", "", domains={"lam": _LAM, "epsilon": _EPS})
 def gossip_rounds(lam: float, epsilon: float) -> int:
     """Gossip rounds to divide the disagreement by 1/ε: ⌈ln(1/ε)/ln(1/λ)⌉."""
-    return math.ceil(math.log(1 / epsilon) / math.log(1 / lam))
+    return ceil(math.log(1 / epsilon) / math.log(1 / lam))
 
 
 @derivation(gossip_rounds)

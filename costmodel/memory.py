@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from costmodel._numeric import ceil, floor
 from costmodel._registry import derivation, formula
 from costmodel.arguments import (
     ArgumentError,
@@ -147,25 +148,35 @@ def _zero_derived(sp, stage: int):
     return derived, (Phi, N_d, K)
 
 
-@derivation(zero_bytes_per_gpu, fixed={"stage": 1})
+@derivation(zero_bytes_per_gpu, fixed={"stage": 1, "convention": "notes"})
 def _(sp):
     """ZeRO-1 (4 + K/N_d)Φ: only the optimizer states are sharded."""
     derived, (Phi, N_d, K) = _zero_derived(sp, 1)
     return derived, (4 + K / N_d) * Phi
 
 
-@derivation(zero_bytes_per_gpu, fixed={"stage": 2})
+@derivation(zero_bytes_per_gpu, fixed={"stage": 2, "convention": "notes"})
 def _(sp):
     """ZeRO-2 (2 + (2 + K)/N_d)Φ, (2 + 14/N_d)Φ for Adam: gradients sharded too."""
     derived, (Phi, N_d, K) = _zero_derived(sp, 2)
     return derived, (2 + (2 + K) / N_d) * Phi
 
 
-@derivation(zero_bytes_per_gpu, fixed={"stage": 3})
+@derivation(zero_bytes_per_gpu, fixed={"stage": 3, "convention": "notes"})
 def _(sp):
     """ZeRO-3 (4 + K)Φ/N_d, 16Φ/N_d for Adam: every state sharded."""
     derived, (Phi, N_d, K) = _zero_derived(sp, 3)
     return derived, (4 + K) * Phi / N_d
+
+
+@derivation(zero_bytes_per_gpu, fixed={"stage": 2, "convention": "deepspeed"})
+def _(sp):
+    """DeepSpeed ZeRO-2 2Φ + (6 + K)Φ/N_d, 2Φ + 18Φ/N_d for Adam: fp32 gradients sharded too."""
+    Phi, N_d, K = sp.symbols("n_params n_gpus optimizer_bytes_per_param", positive=True)
+    replicated = {"bf16 weights": 2}
+    sharded = {"bf16 gradients": 2, "fp32 gradients": 4, "optimizer": K}
+    derived = Phi * (sum(replicated.values()) + sum(sharded.values()) / N_d)
+    return derived, 2 * Phi + (6 + K) * Phi / N_d
 
 
 # Collectives each stage runs per step, and how many Φ-sized passes each is: a ring
@@ -519,7 +530,7 @@ def max_concurrent_sequences(
         seq_len=seq_len,
         bytes_per_value=bytes_per_value,
     )
-    return math.floor(free_bytes / per_seq)
+    return floor(free_bytes / per_seq)
 
 
 @formula("001 ch. 5, def 5.1, Exercise 3(a); 000 §6.1 (GQA)", "")
@@ -568,7 +579,7 @@ def paging_waste(out_tokens: int, block_size: int) -> float:
 
     (B_s⌈out/B_s⌉ − out)/(B_s⌈out/B_s⌉): 1.3 % for 300 tokens in blocks of 16.
     """
-    allocated = block_size * math.ceil(out_tokens / block_size)
+    allocated = block_size * ceil(out_tokens / block_size)
     return (allocated - out_tokens) / allocated
 
 

@@ -7,9 +7,8 @@ each fed m micro-batches per step.
 
 from __future__ import annotations
 
-import math
-
 from costmodel import memory
+from costmodel._numeric import ceil
 from costmodel._registry import derivation, formula
 from costmodel.arguments import ArgumentError, Domain, count, register_arguments, unit_interval
 
@@ -81,7 +80,7 @@ def pipeline_efficiency(n_stages: int, n_microbatches: int, interleave: int = 1)
 def _min_microbatches(n_stages: int, max_bubble: float, interleave: int) -> int:
     """Smallest m with (p − 1)/(vm + p − 1) ≤ β: m ≥ (p − 1)(1 − β)/(vβ)."""
     m_star = (n_stages - 1) * (1 - max_bubble) / (interleave * max_bubble)
-    return max(1, math.ceil(round(m_star, 9)))  # 63.0000000001 from 0.1 in binary is 63
+    return max(1, ceil(m_star))  # 63.0000000001 from 0.1 in binary is 63
 
 
 @formula("000 §3.4, Prop 3.13, Exercise 4(a)", "", domains={"max_bubble": _MAX_BUBBLE})

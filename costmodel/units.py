@@ -129,6 +129,9 @@ def _example(unit: str) -> str:
     }.get(unit, "1.5")
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
 def sig(x: float, digits: int = 3) -> str:
     """``x`` to ``digits`` significant figures, plain for moderate sizes, else 1.23e+20."""
     if x == 0 or not math.isfinite(x):
@@ -137,6 +140,16 @@ def sig(x: float, digits: int = 3) -> str:
         decimals = digits - 1 - math.floor(math.log10(abs(x)))
         return f"{round(x, decimals):,.{max(decimals, 0)}f}"
     return f"{x:.{digits - 1}e}"
+
+
+def sci(x: float, digits: int = 3) -> str:
+    """As the notes print numbers: 0.0800, 1,536, 1.31 × 10⁹ (plain text, no LaTeX)."""
+    if float(x).is_integer() and abs(x) < 1e6:
+        return f"{int(x):,}"  # counts: 32, not 32.0
+    if x == 0 or not math.isfinite(x) or 1e-3 <= abs(x) < 1e6:
+        return sig(x, digits)
+    mantissa, exponent = f"{x:.{digits - 1}e}".split("e")
+    return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}"
 
 
 _DECIMAL = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))

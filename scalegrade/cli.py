@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-console = Console()
+# Tables are wide; a pipe or CI log has no terminal width to respect.
+console = Console() if sys.stdout.isatty() else Console(width=150)
 
 
 def fail(message: str) -> None:
@@ -125,7 +127,7 @@ def calc(
             click.echo(f"    {f.summary}  ({f.cite})")
         return
     try:
-        formula = costmodel._registry.get(name)
+        formula = costmodel.formula(name)
     except costmodel.UnknownFormula as err:
         fail(str(err))
     kwargs: dict[str, Any] = {}
@@ -151,6 +153,160 @@ def calc(
     console.print(f"[bold]{name}[/]({shown})", highlight=False)
     console.print(f"  = {human(result, formula.unit)}", highlight=False)
     console.print(f"  [dim]{formula.summary} — {formula.cite}[/]", highlight=False)
+
+
+def _load_assignment(aid: str):
+    from generator.assignment import AssignmentError, load
+
+    try:
+        return load(aid)
+    except AssignmentError as err:
+        fail(str(err))
+
+
+def _release(assignment, students, secret: bytes, out: Path, with_solutions: bool, force: bool):
+    from rich.progress import Progress
+
+    from generator.release import ReleaseError, release
+    from generator.variant import VariantError
+
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task(f"releasing {assignment.id}", total=len(students))
+        try:
+            summary = release(
+                assignment,
+                students,
+                secret=secret,
+                out=out,
+                with_solutions=with_solutions,
+                force=force,
+                on_student=lambda _s: progress.advance(task),
+            )
+        except (ReleaseError, VariantError) as err:
+            fail(str(err))
+    table = Table(
+        title=f"{assignment.id}: {summary.students} students, "
+        f"{summary.questions} questions in {summary.seconds:.1f} s"
+    )
+    table.add_column("question")
+    table.add_column("points", justify="right")
+    table.add_column("students sharing numbers", justify="right")
+    for i, q in enumerate(assignment.questions):
+        share = summary.shared_numbers[q.id]
+        table.add_row(q.id, f"{q.points * assignment.scale(i):g}", f"{100 * share:.1f} %")
+    console.print(table)
+    console.print(f"release:  {summary.out / 'release'}  (one notebook per student)")
+    console.print(f"keys:     {summary.out / 'keys'}  (instructor only)")
+    if with_solutions:
+        console.print(f"solutions: {summary.out / 'solutions'}")
+    if assignment.spec.kind == "exam":
+        pdf = "HTML and PDF" if summary.pdf else "HTML (install chromium for PDF)"
+        console.print(
+            f"sheets:   {summary.out / 'sheets'} ({pdf}); TA keys: {summary.out / 'ta_keys'}"
+        )
+    return summary
+
+
+@main.command()
+@click.argument("assignment")
+@click.option(
+    "--roster",
+    "roster_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="CSV with header student_id,name,email.",
+)
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="Output folder.")
+@click.option("--with-solutions", is_flag=True, help="Also write filled-in solution notebooks.")
+@click.option(
+    "--secret-file",
+    type=click.Path(path_type=Path),
+    help="Course secret (default: $SCALEGRADE_SECRET).",
+)
+@click.option("--force", is_flag=True, help="Replace an existing output folder.")
+def generate(
+    assignment: str,
+    roster_path: Path,
+    out: Path,
+    with_solutions: bool,
+    secret_file: Path | None,
+    force: bool,
+) -> None:
+    """Release ASSIGNMENT (e.g. tdlsm/hw1): one variant per student, keys, sheets."""
+    from course_config import SecretError, load_secret
+    from generator.roster import RosterError, read
+
+    try:
+        secret = load_secret(secret_file)
+        students = read(roster_path)
+    except (SecretError, RosterError) as err:
+        fail(str(err))
+    _release(_load_assignment(assignment), students, secret, out, with_solutions, force)
+
+
+@main.command()
+@click.argument("assignment")
+@click.option("--students", default=1000, show_default=True, help="Synthetic students to draw.")
+def validate(assignment: str, students: int) -> None:
+    """Draw N students' variants of ASSIGNMENT and check every one; exit 1 on any failure."""
+    from generator.validate import validate as run_validation
+    from generator.variant import show_value
+
+    a = _load_assignment(assignment)
+    start = time.perf_counter()
+    reports = run_validation(a, students)
+    table = Table(title=f"{assignment}: {students} students in {time.perf_counter() - start:.1f} s")
+    for col in (
+        "question",
+        "variants",
+        "distinct",
+        "failures",
+        "answer",
+        "min",
+        "median",
+        "max",
+        "sympy",
+    ):
+        table.add_column(col, justify="left" if col in ("question", "answer") else "right")
+    for r in reports:
+        first = True
+        for stats in r.answers.values():
+            lo, mid, hi = stats.summary()
+            table.add_row(
+                r.question if first else "",
+                str(r.variants) if first else "",
+                str(r.distinct) if first else "",
+                (f"[red]{len(r.failures)}[/]" if r.failures else "0") if first else "",
+                stats.id,
+                *(show_value(x, stats.unit) for x in (lo, mid, hi)),
+                f"{stats.symbolic}/{len(stats.values)}",
+            )
+            first = False
+    console.print(table)
+    hidden = sum(r.misconceptions_hidden for r in reports)
+    if hidden:
+        console.print(
+            f"note: {hidden} misconception values fell within 1 % of their key (that feedback "
+            "cannot fire for those students; the correct answer still gets full credit)"
+        )
+    failed = [f for r in reports for f in r.failures]
+    for f in failed[:20]:
+        console.print(f"[red]FAIL[/] {f}", highlight=False)
+    if len(failed) > 20:
+        console.print(f"... and {len(failed) - 20} more failures")
+    sys.exit(1 if failed else 0)
+
+
+@main.command()
+@click.option("--out", default="out/demo", show_default=True, type=click.Path(path_type=Path))
+def demo(out: Path) -> None:
+    """The whole flow on the embedded sample course (30 students, tdlsm/hw1, demo secret)."""
+    from course_config import DEMO_SECRET
+    from generator.roster import read
+
+    roster = Path(__file__).resolve().parent / "sample" / "roster.csv"
+    console.print(f"[bold]Releasing tdlsm/hw1 to the sample course[/] ({roster})")
+    _release(_load_assignment("tdlsm/hw1"), read(roster), DEMO_SECRET, out, True, True)
 
 
 if __name__ == "__main__":  # pragma: no cover

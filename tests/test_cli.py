@@ -89,3 +89,59 @@ def test_verify_exits_zero_and_reports_the_count():
     result = run("verify", "--points", "2")
     assert result.exit_code == 0, result.output
     assert "derivations verified" in result.output
+
+
+def test_generate_refuses_without_a_usable_secret(tmp_path, monkeypatch):
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,name,email\nana,Ana,ana@x.edu\n")
+    out = tmp_path / "out"
+    monkeypatch.delenv("SCALEGRADE_SECRET", raising=False)
+    result = run("generate", "tdlsm/hw1", "--roster", str(roster), "--out", str(out))
+    assert result.exit_code == 2 and "no course secret: set $SCALEGRADE_SECRET" in result.output
+    from course_config import DEMO_SECRET
+
+    monkeypatch.setenv("SCALEGRADE_SECRET", DEMO_SECRET.decode())
+    result = run("generate", "tdlsm/hw1", "--roster", str(roster), "--out", str(out))
+    assert result.exit_code == 2 and "public demo secret" in result.output
+    assert not out.exists()
+
+
+def test_generate_with_a_bad_roster_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCALEGRADE_SECRET", "x" * 32)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,name,email\nana,Ana,a@x\nana,Ana again,b@x\n")
+    out = tmp_path / "out"
+    result = run("generate", "tdlsm/hw1", "--roster", str(roster), "--out", str(out))
+    assert result.exit_code == 2
+    assert "line 3: student_id 'ana' repeats line 2" in result.output
+    assert not out.exists()
+
+
+def test_generate_releases_and_reports(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("s" * 40)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,name,email\nana,Ana,a@x\nben,Ben,b@x\n")
+    out = tmp_path / "out"
+    args = ["generate", "tdlsm/hw1", "--roster", str(roster), "--out", str(out),
+            "--secret-file", str(secret)]  # fmt: skip
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    assert "2 students" in result.output and "students sharing numbers" in result.output
+    assert (out / "release" / "ana" / "hw1.ipynb").is_file()
+    again = run(*args)
+    assert again.exit_code == 2 and "pass --force" in again.output
+    assert run(*args, "--force").exit_code == 0
+
+
+def test_unknown_assignment_lists_what_exists():
+    result = run("validate", "tdlsm/hw9")
+    assert (
+        result.exit_code == 2 and "course tdlsm has: " in result.output and "hw1" in result.output
+    )
+
+
+def test_validate_prints_the_table_and_exits_zero():
+    result = run("validate", "tdlsm/hw1", "--students", "20")
+    assert result.exit_code == 0, result.output
+    assert "budgets/model-budget" in result.output and "states_gb" in result.output

@@ -52,6 +52,21 @@ def test_deepspeed_counts_18_sharded_bytes():
     assert ds2 - notes2 == pytest.approx(4 * PHI / 8)
 
 
+@pytest.mark.parametrize("n_gpus", [4, 8, 64])
+def test_zero_closed_forms_apply_to_their_own_convention(n_gpus):
+    # the notes' closed forms must not be used to check DeepSpeed's count, and back
+    from costmodel.verify import symbolic_value
+
+    for stage in (1, 2, 3):
+        args = {"n_params": PHI, "n_gpus": n_gpus, "stage": stage}
+        want = memory.zero_bytes_per_gpu(**args)
+        assert symbolic_value("memory.zero_bytes_per_gpu", args)[0] == pytest.approx(want)
+    ds = {"n_params": PHI, "n_gpus": n_gpus, "stage": 2, "convention": "deepspeed"}
+    want = memory.zero_bytes_per_gpu(**ds)
+    assert want == pytest.approx((2 + 18 / n_gpus) * PHI)
+    assert symbolic_value("memory.zero_bytes_per_gpu", ds)[0] == pytest.approx(want)
+
+
 def test_deepspeed_zero3_adds_the_gathered_largest_layer():
     # DeepSpeed's printout for t5-small (60.5M params, 16.4M in the shared embedding),
     # 1 GPU, no offload: "1.08GB" per GPU (GiB): 18·Φ + 4·largest

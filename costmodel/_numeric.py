@@ -1,0 +1,26 @@
+"""Whole-number answers from float arithmetic: ⌈63.0000000001⌉ is 63, not 64.
+
+The notes' counts (micro-batches, accelerators, workers, rounds, sequences) are ceilings
+and floors of ratios that are often whole in exact arithmetic but not in binary floats
+(0.1 has no exact binary form).  A value within a relative 1e-9 of a whole number is
+taken to be that number before rounding.
+"""
+
+from __future__ import annotations
+
+import math
+
+SNAP = 1e-9
+
+
+def _snap(x: float) -> float:
+    nearest = round(x)
+    return float(nearest) if abs(x - nearest) <= SNAP * max(1.0, abs(x)) else x
+
+
+def ceil(x: float) -> int:
+    return math.ceil(_snap(x))
+
+
+def floor(x: float) -> int:
+    return math.floor(_snap(x))

@@ -1,0 +1,285 @@
+"""Student notebooks (nbformat 4.5) with nbgrader-compatible cell metadata.
+
+A release notebook holds the student's header, each question's prompt with their
+numbers, locked "given" cells, and answer cells (``q2_states_gb = ...  # in GB``); no
+answer value and no solution.  The solutions notebook is the same with the answers and
+reference code filled in, and the worked solutions.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import nbformat
+from nbformat import v4
+from nbformat.v4.nbjson import split_lines
+
+from costmodel.units import sig
+from generator.variant import KeyAnswer, Variant, unit_factor
+
+SCHEMA_VERSION = 1
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def _meta(
+    grade_id: str,
+    *,
+    solution: bool,
+    grade: bool,
+    locked: bool,
+    points: float = 0.0,
+    part: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """nbgrader (schema 3) and ScaleGrade metadata for one cell."""
+    nbg: dict[str, Any] = {
+        "grade": grade,
+        "grade_id": grade_id,
+        "locked": locked,
+        "schema_version": 3,
+        "solution": solution,
+    }
+    if grade:
+        nbg["points"] = points
+    meta: dict[str, Any] = {"nbgrader": nbg}
+    if part is not None:
+        meta["scalegrade"] = part
+    return meta
+
+
+# Cells are built as plain nodes (nbformat's new_*_cell validates each against the JSON
+# schema, which dominated release time); each notebook is validated whole in `render`
+# when asked.  The cell id is the grade id: nbformat's default is random, and releases
+# must be byte-identical from the same inputs.
+def _markdown(source: str, grade_id: str, **kw: Any) -> Any:
+    return nbformat.from_dict(
+        {
+            "cell_type": "markdown",
+            "id": grade_id,
+            "source": source,
+            "metadata": _meta(grade_id, **kw),
+        }
+    )
+
+
+def _code(source: str, grade_id: str, **kw: Any) -> Any:
+    return nbformat.from_dict(
+        {
+            "cell_type": "code",
+            "id": grade_id,
+            "source": source,
+            "metadata": _meta(grade_id, **kw),
+            "outputs": [],
+            "execution_count": None,
+        }
+    )
+
+
+def _points(pts: float) -> str:
+    return f"{pts:g} point" if pts == 1 else f"{pts:g} points"
+
+
+def _python_value(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return repr(int(value)) if abs(value) < 1e6 else f"{value:.6g}"
+    return repr(value)
+
+
+def _given_cell(v: Variant, params_units: dict[str, str]) -> str:
+    lines = [f"# Given (question {v.index}): your numbers, in SI units. Do not edit this cell."]
+    for name, value in v.params.items():
+        unit = params_units.get(name, "")
+        note = f"  # {unit} ({v.shown[name]})" if unit else ""
+        lines.append(f"{name} = {_python_value(value)}{note}")
+    return "\n".join(lines)
+
+
+_ALTERNATIVES = {  # SI unit -> other units a student may write with the value
+    "byte": '"GB", "GiB", "MB", "TB"',
+    "s": '"ms", "s", "min", "h", "days"',
+    "hour": '"h", "days"',
+    "byte/s": '"GB/s", "TB/s"',
+    "FLOP": '"FLOP", "PFLOP"',
+    "FLOP/s": '"TFLOP/s", "PFLOP/s"',
+}
+
+
+def _answer_hint(k: KeyAnswer) -> str:
+    """What to write; no example number, so no hint can coincide with an answer."""
+    if not k.unit:
+        return "a number"
+    if k.unit == "%":
+        return "in %: a number of percent"
+    others = _ALTERNATIVES.get(k.si_unit)
+    if others:
+        return f"in {k.unit}: a number, or a string with one of the units {others}"
+    return f"in {k.unit}: a number"
+
+
+def _filled(k: KeyAnswer) -> str:
+    """The reference answer as a student would type it (6 significant figures)."""
+    return sig(k.value / unit_factor(k.unit, k.si_unit), 6).replace(",", "")
+
+
+def render(
+    variants: list[Variant],
+    *,
+    course_title: str,
+    assignment_id: str,
+    assignment_title: str,
+    student: Any,
+    params_units: dict[str, dict[str, str]],
+    points: list[float],
+    solutions: bool = False,
+    check: bool = True,
+) -> nbformat.NotebookNode:
+    """The notebook of one student; ``solutions=True`` fills answers and code."""
+    nb = v4.new_notebook()
+    nb.metadata.update(
+        {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+            "scalegrade": {
+                "schema_version": SCHEMA_VERSION,
+                "assignment": assignment_id,
+                "student_id": student.id,
+                "solutions": solutions,
+            },
+        }
+    )
+    total = sum(points)
+    header = (
+        f"# {assignment_title}\n\n**{course_title}** — `{assignment_id}`\n\n"
+        f"Student: **{student.name}** (`{student.id}`). These numbers are yours: other "
+        f"students have different ones. {total:g} points.\n\n"
+        "Write each answer in its cell in place of `...`: a number in the unit asked, or a "
+        'string with its unit (`"21 GB"`, `"19.6 GiB"`, `"8.8 days"`). Run the whole '
+        "notebook before submitting."
+    )
+    nb.cells.append(_markdown(header, "header", solution=False, grade=False, locked=True))
+    for v, q_points in zip(variants, points, strict=True):
+        q = f"q{v.index}"
+        scale = q_points / v.points if v.points else 1.0
+        title = (
+            f"## Question {v.index}. {v.title} ({_points(q_points)})\n\n*Source: notes {v.source}*"
+        )
+        nb.cells.append(
+            _markdown(
+                f"{title}\n\n{v.prompt}", f"{q}-prompt", solution=False, grade=False, locked=True
+            )
+        )
+        nb.cells.append(
+            _code(
+                _given_cell(v, params_units[v.question_id]),
+                f"{q}-given",
+                solution=False,
+                grade=False,
+                locked=True,
+            )
+        )
+        asked = [k for k in v.answers if k.ask]
+        for k in asked:
+            pts = k.points * scale
+            part = {
+                "question": v.question_id,
+                "kind": "answer",
+                "answer": k.id,
+                "variable": k.variable,
+                "unit": k.unit,
+                "points": pts,
+            }
+            nb.cells.append(
+                _markdown(
+                    f"**{k.prompt}** ({_points(pts)})",
+                    f"{q}-{k.id}-prompt",
+                    solution=False,
+                    grade=False,
+                    locked=True,
+                )
+            )
+            value = _filled(k) if solutions else "..."
+            source = f"{k.variable} = {value}  # {_answer_hint(k)}"
+            nb.cells.append(
+                _code(source, f"{q}-{k.id}", solution=True, grade=False, locked=False, part=part)
+            )
+        for r in v.free_response:
+            pts = r["points"] * scale
+            part = {
+                "question": v.question_id,
+                "kind": "free_response",
+                "answer": r["id"],
+                "points": pts,
+            }
+            nb.cells.append(
+                _markdown(
+                    f"**{r['prompt']}** ({_points(pts)}, graded by a person)",
+                    f"{q}-{r['id']}-prompt",
+                    solution=False,
+                    grade=False,
+                    locked=True,
+                )
+            )
+            body = f"*Expected:* {r['rubric']}" if solutions else "YOUR ANSWER HERE"
+            nb.cells.append(
+                _markdown(
+                    body,
+                    f"{q}-{r['id']}",
+                    solution=True,
+                    grade=True,
+                    locked=False,
+                    points=pts,
+                    part=part,
+                )
+            )
+        for c in v.code:
+            pts = c["points"] * scale
+            part = {
+                "question": v.question_id,
+                "kind": "code",
+                "answer": c["id"],
+                "function": c["function"],
+                "points": pts,
+            }
+            nb.cells.append(
+                _markdown(
+                    f"**{c['prompt']}** ({_points(pts)})",
+                    f"{q}-{c['id']}-prompt",
+                    solution=False,
+                    grade=False,
+                    locked=True,
+                )
+            )
+            nb.cells.append(
+                _code(
+                    c["solution"] if solutions else c["starter"],
+                    f"{q}-{c['id']}",
+                    solution=True,
+                    grade=False,
+                    locked=False,
+                    part=part,
+                )
+            )
+        if solutions:
+            nb.cells.append(
+                _markdown(
+                    f"### Worked solution, question {v.index}\n\n{v.solution}",
+                    f"{q}-solution",
+                    solution=False,
+                    grade=False,
+                    locked=True,
+                )
+            )
+    if check:
+        nbformat.validate(nb)
+    return nb
+
+
+def dumps(nb: nbformat.NotebookNode) -> str:
+    """``nbformat.writes`` without its deep copy and its schema validation per notebook.
+
+    Same bytes as nbformat writes (a test checks it); ``render`` validates what it
+    builds.  ``nb`` is consumed (its sources are split into lines in place).
+    """
+    return json.dumps(
+        split_lines(nb), sort_keys=True, indent=1, separators=(",", ": "), ensure_ascii=False
+    )

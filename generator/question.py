@@ -1,0 +1,427 @@
+"""One folder = one question: ``templates/<topic>/<question-id>/``.
+
+The folder holds ``question.yaml`` (parameters, constraints, answers as costmodel
+formulas, tolerances, misconceptions, free-response and code parts, source),
+``prompt.md`` (Jinja, Markdown with LaTeX) and optionally ``solution.md`` (Jinja: the
+notes' interpretation, shown after the worked steps) and the code parts' files.  The
+schema below validates every folder; an error names the folder, file and field.
+"""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from jinja2 import Environment, StrictUndefined, Template, TemplateSyntaxError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+import costmodel
+from costmodel import expression
+from costmodel.hardware import gpu as lookup_gpu
+from costmodel.units import UnitError, to_si
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+SPEC_FILE = "question.yaml"
+
+
+class QuestionError(ValueError):
+    """A question folder that does not follow the format; the message says where and how."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Source(_Model):
+    """Where the question comes from in the notes."""
+
+    notes: Literal["000", "001"]
+    ref: str  # "Exercise 1(b)", "Example 1.3", "written exam Q2"
+
+
+class Param(_Model):
+    """One parameter: exactly one of ``choice``, ``range``, ``gpu``, ``expr``.
+
+    ``range`` draws uniformly (log-uniformly with ``log``) between two bounds, on a grid
+    of ``step`` when given, then rounds to ``nice`` significant figures; the rounded
+    value is the one shown and used.  ``gpu`` picks a catalog GPU and adds
+    ``<name>_peak_flops`` (in ``precision``), ``<name>_bandwidth``, ``<name>_memory``,
+    ``<name>_watts``, ``<name>_nvlink`` and ``<name>_network``.  ``expr`` derives a
+    value from earlier parameters.  ``unit`` is the SI unit of the value, ``show`` the
+    unit it is shown in.
+    """
+
+    choice: list[Any] | None = None
+    range: tuple[float, float] | None = None
+    step: float | None = None
+    log: bool = False
+    integer: bool = False
+    nice: int | None = Field(default=None, ge=1, le=6)
+    gpu: list[str] | None = None
+    precision: str = "bf16"
+    expr: str | None = None
+    unit: str = ""
+    show: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Param:
+        kinds = [k for k in ("choice", "range", "gpu", "expr") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError(
+                f"give exactly one of choice, range, gpu, expr (got {kinds or 'none'})"
+            )
+        if self.range is not None and not self.range[0] < self.range[1]:
+            raise ValueError(f"range {list(self.range)}: the low bound must be below the high one")
+        if self.log and self.range is not None and self.range[0] <= 0:
+            raise ValueError("a log range needs a positive low bound")
+        if self.choice is not None and not self.choice:
+            raise ValueError("choice must list at least one value")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in ("choice", "range", "gpu", "expr") if getattr(self, k) is not None)
+
+
+class Constraint(_Model):
+    expr: str
+    message: str
+
+
+class Tolerance(_Model):
+    """Relative, absolute (in the answer's unit) or significant figures: one of them."""
+
+    rel: float | None = Field(default=None, gt=0, lt=1)
+    abs: float | None = Field(default=None, gt=0)
+    sig: int | None = Field(default=None, ge=1, le=8)
+
+    @model_validator(mode="after")
+    def _one(self) -> Tolerance:
+        if sum(x is not None for x in (self.rel, self.abs, self.sig)) != 1:
+            raise ValueError("give exactly one of rel, abs, sig")
+        return self
+
+
+class Misconception(_Model):
+    """A known wrong transform of the key, and the feedback it earns.
+
+    Exactly one of: ``use`` (a named transform of :mod:`generator.misconceptions`),
+    ``args`` (the same formula with some arguments changed, e.g. 12 bytes/param),
+    ``scale`` (the key times an expression) or ``value`` (an expression, SI units).
+    """
+
+    name: str | None = None  # defaults to the named transform
+    feedback: str | None = None  # defaults to the named transform's feedback
+    credit: float = Field(default=0.0, ge=0, lt=1)
+    use: str | None = None
+    args: dict[str, Any] | None = None
+    scale: str | float | None = None
+    value: str | float | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> Misconception:
+        kinds = [k for k in ("use", "args", "scale", "value") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError(f"give exactly one of use, args, scale, value (got {kinds or 'none'})")
+        if self.use is None and (self.feedback is None or self.name is None):
+            raise ValueError("name and feedback are required (only a named transform has defaults)")
+        return self
+
+
+class Answer(_Model):
+    """An answer: a costmodel formula (or an expression) over parameters and earlier answers.
+
+    ``unit`` is the unit the student answers in (``"GB"``, ``"s"``, ``"days"``, ``"%"``,
+    ``""``); keys hold SI values.  ``ask: false`` makes an intermediate the worked
+    solution shows but the student is not asked for.
+    """
+
+    id: str
+    prompt: str
+    formula: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    output: int | None = None
+    expr: str | None = None
+    si_unit: str | None = None
+    unit: str = ""
+    tolerance: Tolerance | None = None
+    points: float = Field(default=1.0, ge=0)
+    ask: bool = True
+    sign: Literal["positive", "nonnegative", "any"] = "positive"
+    plausible: tuple[float, float] | None = None
+    misconceptions: list[Misconception] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _identifier(cls, v: str) -> str:
+        if not v.isidentifier() or keyword.iskeyword(v):
+            raise ValueError(f"{v!r} must be a Python identifier (it names a notebook variable)")
+        return v
+
+    @model_validator(mode="after")
+    def _formula_or_expr(self) -> Answer:
+        if (self.formula is None) == (self.expr is None):
+            raise ValueError("give exactly one of formula (a costmodel name) or expr")
+        if self.expr is not None and self.args:
+            raise ValueError("args belong to a formula, not to an expr")
+        return self
+
+
+class FreeResponse(_Model):
+    """A part graded by a person, with the notes' expected answer as rubric."""
+
+    id: str
+    prompt: str
+    points: float = Field(ge=0)
+    rubric: str
+
+
+class CodePart(_Model):
+    """A function the student writes; ``starter`` and ``solution`` are files of the folder."""
+
+    id: str
+    prompt: str
+    function: str
+    starter: str
+    solution: str
+    checks: str | None = None
+    points: float = Field(ge=0)
+
+
+class QuestionSpec(_Model):
+    title: str
+    source: Source
+    params: dict[str, Param]
+    constraints: list[Constraint] = Field(default_factory=list)
+    answers: list[Answer] = Field(default_factory=list)
+    free_response: list[FreeResponse] = Field(default_factory=list)
+    code: list[CodePart] = Field(default_factory=list)
+
+
+class Question:
+    """A loaded, checked question folder."""
+
+    def __init__(self, qid: str, folder: Path, spec: QuestionSpec, files: dict[str, str]):
+        self.id = qid  # "budgets/model-1p3b": the folder under templates/
+        self.folder = folder
+        self.spec = spec
+        self.files = files  # prompt.md, solution.md and code files, by name
+        self._units: dict[str, str] = {}
+        for name, p in spec.params.items():
+            self._units[name] = p.unit
+            if p.gpu is not None:
+                self._units |= {f"{name}_{a}": u for a, u in GPU_ATTRIBUTES.items()}
+
+    def __repr__(self) -> str:
+        return f"Question({self.id!r})"
+
+    def param_units(self) -> dict[str, str]:
+        """The SI unit of every parameter, the catalog attributes of GPU picks included."""
+        return self._units
+
+    @property
+    def points(self) -> float:
+        asked = sum(a.points for a in self.spec.answers if a.ask)
+        return asked + sum(p.points for p in (*self.spec.free_response, *self.spec.code))
+
+
+_JINJA = Environment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+
+
+@cache
+def template(source: str) -> Template:
+    """A compiled Jinja template (compiled once per source text, not once per student)."""
+    return _JINJA.from_string(source)
+
+
+def _where(folder: Path, file: str, loc: tuple[Any, ...] = ()) -> str:
+    field = ".".join(str(x) for x in loc)
+    rel = (
+        folder.relative_to(TEMPLATES.parent) if folder.is_relative_to(TEMPLATES.parent) else folder
+    )
+    return f"{rel}/{file}" + (f": {field}" if field else "")
+
+
+def _check(folder: Path, spec: QuestionSpec) -> None:
+    """Cross-field checks the schema cannot express: names, formulas, units, graph order."""
+    where = lambda *loc: _where(folder, SPEC_FILE, loc)  # noqa: E731
+    known: set[str] = set()
+    for name, p in spec.params.items():
+        if not name.isidentifier():
+            raise QuestionError(f"{where('params', name)}: not a Python identifier")
+        if p.expr is not None:
+            _expr_names(p.expr, known, where("params", name, "expr"))
+        if p.gpu is not None:
+            for g in p.gpu:
+                try:
+                    lookup_gpu(g).peak(p.precision)
+                except KeyError as err:
+                    raise QuestionError(f"{where('params', name, 'gpu')}: {err.args[0]}") from None
+            known |= {f"{name}_{a}" for a in GPU_ATTRIBUTES}
+        for unit in filter(None, (p.unit, p.show)):
+            _unit(unit, where("params", name))
+        if p.show and p.unit:
+            _convertible(p.show, p.unit, where("params", name, "show"))
+        known.add(name)
+    for i, c in enumerate(spec.constraints):
+        _expr_names(c.expr, known | {a.id for a in spec.answers}, where("constraints", i))
+    seen_answers: set[str] = set()
+    for i, a in enumerate(spec.answers):
+        loc = ("answers", i)
+        if a.id in known or a.id in seen_answers:
+            raise QuestionError(f"{where(*loc, 'id')}: {a.id!r} is already a parameter or answer")
+        scope = known | seen_answers
+        if a.formula is not None:
+            try:
+                f = costmodel.formula(a.formula)
+            except KeyError:
+                raise QuestionError(
+                    f"{where(*loc, 'formula')}: unknown formula {a.formula!r} "
+                    "(`scalegrade calc --list` lists them)"
+                ) from None
+            params = f.signature.parameters
+            unknown = set(a.args) - set(params)
+            if unknown:
+                raise QuestionError(
+                    f"{where(*loc, 'args')}: {a.formula} has no argument "
+                    f"{', '.join(sorted(unknown))} (it takes {', '.join(params)})"
+                )
+            missing = [
+                n
+                for n, p in params.items()
+                if p.default is inspect.Parameter.empty and n not in a.args
+            ]
+            if missing:
+                raise QuestionError(f"{where(*loc, 'args')}: missing {', '.join(missing)}")
+            for arg, src in a.args.items():
+                if isinstance(src, str) and f.domains[arg].kind != "choice":
+                    _expr_names(src, scope, where(*loc, "args", arg))
+            si = f.unit
+        else:
+            _expr_names(a.expr, scope, where(*loc, "expr"))
+            si = a.si_unit or ""
+        _convertible(a.unit, si, where(*loc, "unit"))
+        for j, m in enumerate(a.misconceptions):
+            mloc = (*loc, "misconceptions", j)
+            if m.use is not None and m.use not in misconception_library():
+                raise QuestionError(
+                    f"{where(*mloc, 'use')}: unknown transform {m.use!r} "
+                    f"(known: {', '.join(sorted(misconception_library()))})"
+                )
+            if m.args is not None and a.formula is None:
+                raise QuestionError(f"{where(*mloc, 'args')}: args need an answer with a formula")
+            for src in (m.scale, m.value, *(m.args or {}).values()):
+                if isinstance(src, str):
+                    _expr_names(src, scope | {a.id}, where(*mloc))
+        seen_answers.add(a.id)
+    ids = [x.id for x in (*spec.answers, *spec.free_response, *spec.code)]
+    dupes = {x for x in ids if ids.count(x) > 1}
+    if dupes:
+        raise QuestionError(f"{where()}: part ids used twice: {', '.join(sorted(dupes))}")
+
+
+# What a `gpu:` parameter adds, with SI units: <name>_peak_flops, <name>_bandwidth, ...
+GPU_ATTRIBUTES = {
+    "peak_flops": "FLOP/s",
+    "bandwidth": "byte/s",
+    "memory": "byte",
+    "watts": "W",
+    "nvlink": "byte/s",
+    "network": "byte/s",
+}
+
+
+def misconception_library() -> dict[str, Any]:
+    from generator.misconceptions import LIBRARY
+
+    return LIBRARY
+
+
+def _expr_names(src: str, scope: set[str], where: str) -> None:
+    try:
+        used = expression.names(src)
+    except expression.ExpressionError as err:
+        raise QuestionError(f"{where}: {err}") from None
+    unknown = used - scope
+    if unknown:
+        raise QuestionError(
+            f"{where}: {src!r} uses {', '.join(sorted(unknown))}, which is not a parameter "
+            "or an earlier answer"
+        )
+
+
+def _unit(unit: str, where: str) -> None:
+    try:
+        to_si(f"1 {unit}", unit)
+    except UnitError as err:
+        raise QuestionError(f"{where}: unit {unit!r}: {err}") from None
+
+
+def _convertible(display: str, si: str, where: str) -> None:
+    try:
+        to_si(f"1 {display}" if display else "1", si)
+    except UnitError:
+        raise QuestionError(
+            f"{where}: {display or 'a plain number'!r} cannot express {si or 'a plain number'!r}"
+        ) from None
+
+
+def load(folder: Path) -> Question:
+    """Load and check one question folder."""
+    folder = folder.resolve()
+    spec_path = folder / SPEC_FILE
+    if not spec_path.is_file():
+        raise QuestionError(f"{_where(folder, SPEC_FILE)}: missing")
+    try:
+        raw = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise QuestionError(f"{_where(folder, SPEC_FILE)}: not valid YAML ({err})") from None
+    try:
+        spec = QuestionSpec.model_validate(raw or {})
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise QuestionError(
+            f"{_where(folder, SPEC_FILE, first['loc'])}: {first['msg']}"
+            + (f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else "")
+        ) from None
+    _check(folder, spec)
+    files: dict[str, str] = {}
+    needed = ["prompt.md", *(["solution.md"] if (folder / "solution.md").exists() else [])]
+    for part in spec.code:
+        needed += [part.starter, part.solution] + ([part.checks] if part.checks else [])
+    for name in needed:
+        path = folder / name
+        if not path.is_file():
+            raise QuestionError(f"{_where(folder, name)}: missing (named in {SPEC_FILE})")
+        files[name] = path.read_text(encoding="utf-8")
+        if name.endswith(".md"):
+            try:
+                _JINJA.parse(files[name])
+            except TemplateSyntaxError as err:
+                raise QuestionError(
+                    f"{_where(folder, name)}: line {err.lineno}: {err.message}"
+                ) from None
+    qid = (
+        folder.relative_to(TEMPLATES).as_posix()
+        if folder.is_relative_to(TEMPLATES)
+        else folder.name
+    )
+    return Question(qid, folder, spec, files)
+
+
+@cache
+def load_by_id(qid: str) -> Question:
+    """A question of the bank by its folder under ``templates/`` (``"budgets/model-1p3b"``)."""
+    folder = TEMPLATES / qid
+    if not (folder / SPEC_FILE).is_file():
+        raise QuestionError(f"templates/{qid}: no such question (no {SPEC_FILE})")
+    return load(folder)
+
+
+def discover(root: Path = TEMPLATES) -> list[Path]:
+    """Every question folder under ``root`` (a folder with a question.yaml)."""
+    return sorted(p.parent for p in root.rglob(SPEC_FILE))

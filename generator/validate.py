@@ -1,0 +1,74 @@
+"""Stress-test an assignment: draw N students' variants and check every one of them."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from generator.assignment import Assignment
+from generator.checks import symbolic_checked, variant_problems
+from generator.variant import VariantError, build
+
+VALIDATION_SECRET = b"scalegrade-validate-synthetic-roster"
+
+
+@dataclass
+class AnswerStats:
+    id: str
+    unit: str
+    values: list[float] = field(default_factory=list)
+    symbolic: int = 0  # variants whose key was recomputed through a closed form
+
+    def summary(self) -> tuple[float, float, float]:
+        return min(self.values), statistics.median(self.values), max(self.values)
+
+
+@dataclass
+class QuestionReport:
+    question: str
+    variants: int = 0
+    distinct: int = 0
+    failures: list[str] = field(default_factory=list)
+    answers: dict[str, AnswerStats] = field(default_factory=dict)
+    misconceptions_hidden: int = 0  # a misconception equal to the key, so it cannot be told apart
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def validate(assignment: Assignment, n_students: int) -> list[QuestionReport]:
+    """Draw ``n_students`` synthetic students' variants of every question and check them."""
+    reports = []
+    for i, q in enumerate(assignment.questions, start=1):
+        report = QuestionReport(q.id)
+        fingerprints = set()
+        for s in range(n_students):
+            try:
+                v = build(
+                    q,
+                    secret=VALIDATION_SECRET,
+                    course=assignment.course.id,
+                    assignment=assignment.short_id,
+                    student=f"student{s:05d}",
+                    index=i,
+                    default_tolerance=assignment.course.default_tolerance,
+                )
+            except (VariantError, ValueError) as err:
+                report.failures.append(str(err))
+                continue
+            report.variants += 1
+            fingerprints.add(json.dumps(v.params, sort_keys=True))
+            report.failures += variant_problems(v)
+            for k in v.answers:
+                stats = report.answers.setdefault(k.id, AnswerStats(k.id, k.unit))
+                stats.values.append(k.display_value)
+                stats.symbolic += symbolic_checked(k)
+                report.misconceptions_hidden += sum(
+                    math.isclose(m.value, k.value, rel_tol=1e-2) for m in k.misconceptions
+                )
+        report.distinct = len(fingerprints)
+        reports.append(report)
+    return reports

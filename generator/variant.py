@@ -1,0 +1,409 @@
+"""A student's variant of a question: sampled parameters, the key, the worked solution.
+
+The seed is HMAC-SHA256(course secret, "course/assignment/question/student"), so a
+variant is reproducible from the secret alone and unpredictable without it.  Parameters
+are drawn (rejection-sampled until the constraints hold), then every answer is computed
+from its costmodel formula over the parameters and earlier answers: the answer graph
+that grades (error carried forward) and renders the worked solution.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import random
+import re
+from dataclasses import dataclass, field, fields
+from functools import cache
+from typing import Any
+
+import costmodel
+from costmodel import expression
+from costmodel.hardware import gpu as lookup_gpu
+from costmodel.units import human, sig, to_si
+from costmodel.units import sci as sci_text
+from generator.misconceptions import LIBRARY
+from generator.question import GPU_ATTRIBUTES, Answer, Param, Question, template
+
+MAX_TRIES = 2000
+
+
+class VariantError(ValueError):
+    """No valid variant could be drawn; names the question and student."""
+
+
+def seed_for(secret: bytes, course: str, assignment: str, qid: str, student: str) -> bytes:
+    """HMAC-SHA256(secret, course/assignment/question/student)."""
+    message = f"{course}/{assignment}/{qid}/{student}".encode()
+    return hmac.new(secret, message, hashlib.sha256).digest()
+
+
+@dataclass(frozen=True)
+class KeyMisconception:
+    name: str
+    value: float  # SI
+    feedback: str
+    credit: float
+
+
+@dataclass(frozen=True)
+class KeyAnswer:
+    """One answer of one student's key (SI ``value``; ``unit`` is what the student writes)."""
+
+    id: str
+    variable: str
+    prompt: str
+    points: float
+    ask: bool
+    value: float
+    si_unit: str
+    unit: str
+    tolerance: dict[str, float]
+    sign: str
+    formula: str | None
+    output: int | None
+    expr: str | None
+    args: dict[str, Any]  # the graph: argument -> expression over params and answers
+    resolved_args: dict[str, Any]  # the same arguments as numbers, for the worked solution
+    depends_on: tuple[str, ...]
+    misconceptions: tuple[KeyMisconception, ...]
+    plausible: tuple[float, float] | None
+
+    @property
+    def display_value(self) -> float:
+        return self.value / unit_factor(self.unit, self.si_unit)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data for the key file (``dataclasses.asdict`` deep-copies; this does not)."""
+        doc = {f.name: getattr(self, f.name) for f in fields(self)}
+        doc["misconceptions"] = [vars(m) for m in self.misconceptions]
+        doc["display_value"] = self.display_value
+        return doc
+
+
+@dataclass(frozen=True)
+class Variant:
+    question_id: str
+    index: int  # position in the assignment, 1-based
+    title: str
+    source: str
+    student_id: str
+    seed: str  # hex digest
+    params: dict[str, Any]
+    shown: dict[str, str]  # each parameter as the prompt shows it ("40.0 GB")
+    answers: tuple[KeyAnswer, ...]
+    prompt: str  # rendered Markdown, no answer values
+    solution: str  # worked solution, rendered from the answer graph
+    free_response: tuple[dict[str, Any], ...] = field(default=())
+    code: tuple[dict[str, Any], ...] = field(default=())
+
+    @property
+    def points(self) -> float:
+        parts = (*self.free_response, *self.code)
+        return sum(a.points for a in self.answers if a.ask) + sum(p["points"] for p in parts)
+
+
+@cache
+def unit_factor(unit: str, si_unit: str) -> float:
+    """SI value of one ``unit`` (1 for the SI unit itself): GB -> 1e9 bytes."""
+    return to_si(f"1 {unit}", si_unit) if unit else 1.0
+
+
+# --- sampling ------------------------------------------------------------------------
+
+
+def _round_sig(x: float, digits: int) -> float:
+    if x == 0:
+        return 0.0
+    return round(x, digits - 1 - math.floor(math.log10(abs(x))))
+
+
+def _draw(name: str, p: Param, rng: random.Random, values: dict[str, Any]) -> None:
+    if p.choice is not None:
+        values[name] = rng.choice(p.choice)
+    elif p.range is not None:
+        lo, hi = p.range
+        x = math.exp(rng.uniform(math.log(lo), math.log(hi))) if p.log else rng.uniform(lo, hi)
+        if p.step:
+            x = lo + round((x - lo) / p.step) * p.step
+        if p.nice:
+            x = _round_sig(x, p.nice)
+        values[name] = int(round(x)) if p.integer else x
+    elif p.gpu is not None:
+        g = lookup_gpu(rng.choice(p.gpu))
+        values[name] = g.name
+        attrs = (
+            g.peak(p.precision),
+            g.memory_bandwidth,
+            g.memory_bytes,
+            g.tdp_watts,
+            g.nvlink_bandwidth,
+            g.network_bandwidth,
+        )
+        values.update({f"{name}_{a}": v for a, v in zip(GPU_ATTRIBUTES, attrs, strict=True)})
+    else:
+        values[name] = expression.evaluate(p.expr, values)
+
+
+def _resolve_args(a: Answer, scope: dict[str, Any]) -> dict[str, Any]:
+    f = costmodel.formula(a.formula)
+    return {
+        k: expression.evaluate(v, scope)
+        if isinstance(v, str) and f.domains[k].kind != "choice"
+        else v
+        for k, v in a.args.items()
+    }
+
+
+def answer_value(a: Answer, scope: dict[str, Any], overrides: dict[str, Any] | None = None):
+    """The SI value of answer ``a`` given parameter and answer values in ``scope``.
+
+    ``overrides`` replaces some formula arguments (a misconception's ``args``).
+    """
+    if a.expr is not None:
+        return float(expression.evaluate(a.expr, scope)), {}
+    args = _resolve_args(a, scope)
+    domains = costmodel.formula(a.formula).domains
+    for k, v in (overrides or {}).items():
+        is_expr = isinstance(v, str) and domains[k].kind != "choice"
+        args[k] = expression.evaluate(v, scope) if is_expr else v
+    result = costmodel.evaluate(a.formula, **args)
+    if a.output is not None:
+        result = result[a.output]
+    return float(result), args
+
+
+def _constraints_hold(q: Question, scope: dict[str, Any], with_answers: bool) -> str | None:
+    answers = {a.id for a in q.spec.answers}
+    for c in q.spec.constraints:
+        if bool(expression.names(c.expr) & answers) != with_answers:
+            continue
+        if not expression.evaluate(c.expr, scope):
+            return c.message
+    return None
+
+
+def sample(q: Question, rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Draw parameters until every constraint holds; return (params, params + answers)."""
+    last = ""
+    for _ in range(MAX_TRIES):
+        params: dict[str, Any] = {}
+        for name, p in q.spec.params.items():
+            _draw(name, p, rng, params)
+        last = _constraints_hold(q, params, with_answers=False) or ""
+        if last:
+            continue
+        scope = dict(params)
+        try:
+            for a in q.spec.answers:
+                scope[a.id] = answer_value(a, scope)[0]
+        except (costmodel.ArgumentError, ValueError, ZeroDivisionError, OverflowError) as err:
+            last = str(err)
+            continue
+        last = _constraints_hold(q, scope, with_answers=True) or ""
+        if not last:
+            return params, scope
+    raise VariantError(
+        f"templates/{q.id}: no valid parameters in {MAX_TRIES} draws; last failure: {last}"
+    )
+
+
+# --- the key ---------------------------------------------------------------------------
+
+
+def _misconceptions(a: Answer, key: float, scope: dict[str, Any]) -> tuple[KeyMisconception, ...]:
+    out = []
+    for m in a.misconceptions:
+        if m.use is not None:
+            value = LIBRARY[m.use].apply(key, scope)
+        elif m.args is not None:
+            value = answer_value(a, scope, overrides=m.args)[0]
+        elif m.scale is not None:
+            value = key * float(expression.evaluate(m.scale, scope))
+        else:
+            value = float(expression.evaluate(m.value, scope))
+        feedback = m.feedback or LIBRARY[m.use].feedback
+        out.append(KeyMisconception(m.name or m.use, value, feedback, m.credit))
+    return tuple(out)
+
+
+def _key_answer(
+    q: Question,
+    index: int,
+    a: Answer,
+    scope: dict[str, Any],
+    prompt_context: dict[str, Any],
+    defaults: dict[str, float],
+) -> KeyAnswer:
+    value, resolved = answer_value(a, scope)
+    f = costmodel.formula(a.formula) if a.formula else None
+    graph = dict(a.args) if a.formula else {}
+    depends = expression.names(a.expr) if a.expr else set()
+    for arg, src in graph.items():
+        if isinstance(src, str) and f.domains[arg].kind != "choice":
+            depends |= expression.names(src)
+    answer_ids = {x.id for x in q.spec.answers}
+    tol = a.tolerance.model_dump(exclude_none=True) if a.tolerance else dict(defaults)
+    return KeyAnswer(
+        id=a.id,
+        variable=f"q{index}_{a.id}",
+        prompt=template(a.prompt).render(**prompt_context),  # parameters only, no answers
+        points=a.points,
+        ask=a.ask,
+        value=value,
+        si_unit=f.unit if f else (a.si_unit or ""),
+        unit=a.unit,
+        tolerance=tol,
+        sign=a.sign,
+        formula=a.formula,
+        output=a.output,
+        expr=a.expr,
+        args=graph,
+        resolved_args=resolved,
+        depends_on=tuple(sorted(depends & answer_ids)),
+        misconceptions=_misconceptions(a, value, scope),
+        plausible=a.plausible,
+    )
+
+
+# --- rendering -------------------------------------------------------------------------
+
+
+def _fmt_param(name: str, value: Any, q: Question) -> str:
+    p = q.spec.params.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if p is not None and p.show:
+        return f"{sig(value / unit_factor(p.show, p.unit))} {p.show}"
+    unit = q.param_units().get(name, "")
+    return human(value, unit) if unit else _num(value)
+
+
+def _fmt_arg(formula: Any, arg: str, value: Any, q: Question) -> str:
+    """A formula argument in the worked solution: as the prompt showed it, with its unit."""
+    if arg in q.spec.params or arg in q.param_units():
+        return _fmt_param(arg, value, q)
+    unit = formula.domains[arg].unit
+    if unit and isinstance(value, int | float) and not isinstance(value, bool):
+        return human(value, unit)
+    return _num(value)
+
+
+def _context(q: Question, scope: dict[str, Any]) -> dict[str, Any]:
+    fmt = {k: _fmt_param(k, v, q) for k, v in scope.items()}
+    return {**scope, "fmt": fmt, "sig": sig, "sci": latex_sci, "num": sci_text}
+
+
+def latex_sci(x: float, digits: int = 3) -> str:
+    """LaTeX scientific notation as the notes write it: 1.31 \\times 10^{9}."""
+    if x == 0:
+        return "0"
+    exp = math.floor(math.log10(abs(x)))
+    if -2 <= exp <= 4:
+        return sig(x, digits)
+    return f"{x / 10**exp:.{digits - 1}f} \\times 10^{{{exp}}}"
+
+
+def show_value(x: float, unit: str) -> str:
+    """A value in a display unit, 3 significant figures: "17.9 GB", "1.12 × 10⁹"."""
+    return f"{sci_text(x)} {unit}" if unit else sci_text(x)
+
+
+def show_answer(k: KeyAnswer) -> str:
+    """An answer in the unit the student is asked for, 3 significant figures."""
+    return show_value(k.display_value, k.unit)
+
+
+def worked_solution(q: Question, answers: tuple[KeyAnswer, ...], scope: dict[str, Any]) -> str:
+    """Each answer as the notes write it: formula and proposition, numbers, result."""
+    by_id = {a.id: a for a in answers}
+
+    def shown(name: str) -> str:  # a name of an expression, as its value
+        if name in by_id:
+            return show_answer(by_id[name])
+        return _fmt_param(name, scope[name], q) if name in scope else name
+
+    lines = []
+    for k in answers:
+        label = k.prompt.strip()
+        label += "" if label.endswith((".", "?", ":", "!")) else "."
+        if k.formula:
+            f = costmodel.formula(k.formula)
+            numbers = ", ".join(
+                f"{name} = {_fmt_arg(f, name, v, q)}" for name, v in k.resolved_args.items()
+            )
+            given = f"With {numbers}: " if numbers else ""
+            lines.append(f"- **{label}** {f.summary} ({f.cite}). {given}**{show_answer(k)}**.")
+        else:
+            substituted = re.sub(r"[A-Za-z_]\w*", lambda m: shown(m[0]), k.expr)
+            lines.append(f"- **{label}** {substituted} = **{show_answer(k)}**.")
+    solution = "\n".join(lines)
+    extra = q.files.get("solution.md")
+    if extra:
+        ctx = _context(q, scope) | {"answer": {k.id: show_answer(k) for k in answers}}
+        solution += "\n\n" + template(extra).render(**ctx).strip()
+    return solution
+
+
+def _num(v: Any) -> str:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return str(v)
+    if isinstance(v, int) or float(v).is_integer() and abs(v) < 1e7:
+        return f"{int(v):,}"
+    return sci_text(v)
+
+
+def build(
+    q: Question,
+    *,
+    secret: bytes,
+    course: str,
+    assignment: str,
+    student: str,
+    index: int,
+    default_tolerance: dict[str, float],
+) -> Variant:
+    """The variant of question ``q`` for ``student``: same inputs, same variant."""
+    digest = seed_for(secret, course, assignment, q.id, student)
+    rng = random.Random(int.from_bytes(digest, "big"))
+    try:
+        params, scope = sample(q, rng)
+    except VariantError as err:
+        raise VariantError(f"{err} (student {student})") from None
+    ctx = _context(q, params)
+    answers = tuple(_key_answer(q, index, a, scope, ctx, default_tolerance) for a in q.spec.answers)
+    return Variant(
+        question_id=q.id,
+        index=index,
+        title=q.spec.title,
+        source=f"{q.spec.source.notes} {q.spec.source.ref}",
+        student_id=student,
+        seed=digest.hex(),
+        params=params,
+        shown=ctx["fmt"],
+        answers=answers,
+        prompt=template(q.files["prompt.md"]).render(**ctx).strip(),
+        solution=worked_solution(q, answers, scope),
+        free_response=tuple(
+            {
+                "id": r.id,
+                "prompt": template(r.prompt).render(**ctx).strip(),
+                "points": r.points,
+                "rubric": r.rubric,
+            }
+            for r in q.spec.free_response
+        ),
+        code=tuple(
+            {
+                "id": c.id,
+                "prompt": template(c.prompt).render(**ctx).strip(),
+                "points": c.points,
+                "function": c.function,
+                "starter": q.files[c.starter],
+                "solution": q.files[c.solution],
+                "checks": c.checks,
+            }
+            for c in q.spec.code
+        ),
+    )
