@@ -298,15 +298,161 @@ def validate(assignment: str, students: int) -> None:
 
 
 @main.command()
+@click.argument("assignment")
+@click.argument("submissions", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option(
+    "--keys",
+    "keys_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The keys/ folder `scalegrade generate` wrote.",
+)
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="Results folder.")
+@click.option("--jobs", default=2, show_default=True, help="Submissions graded at once.")
+@click.option(
+    "--sandbox",
+    "backend",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "namespaces", "process", "docker"]),
+)
+@click.option("--image", help="Grading image for --sandbox docker.")
+@click.option("--gpus", help="--gpus for --sandbox docker (e.g. all).")
+@click.option("--db", "db_url", help="Gradebook URL (default: sqlite in OUT).")
+@click.option("--timeout", default=120.0, show_default=True, help="Wall seconds per submission.")
+@click.option(
+    "--reveal/--no-reveal",
+    default=None,
+    help="Show expected values and solutions (default: after the due date).",
+)
+@click.option("--regrade", is_flag=True, help="Grade again even if a notebook is unchanged.")
+def grade(
+    assignment: str,
+    submissions: Path,
+    keys_dir: Path,
+    out: Path,
+    jobs: int,
+    backend: str,
+    image: str | None,
+    gpus: str | None,
+    db_url: str | None,
+    timeout: float,
+    reveal: bool | None,
+    regrade: bool,
+) -> None:
+    """Grade SUBMISSIONS/<student_id>/*.ipynb of ASSIGNMENT in the sandbox."""
+    _grade(
+        assignment,
+        submissions,
+        keys_dir,
+        out,
+        jobs=jobs,
+        backend=backend,
+        image=image,
+        gpus=gpus,
+        db_url=db_url,
+        timeout=timeout,
+        reveal=reveal,
+        regrade=regrade,
+    )
+
+
+def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts) -> None:
+    from rich.progress import Progress
+
+    from autograder.batch import grade_batch
+    from autograder.key import KeyFileError, load_info
+    from autograder.sandbox import Limits, Sandbox
+
+    try:
+        info = load_info(keys_dir)
+    except KeyFileError as err:
+        fail(str(err))
+    if info.assignment != assignment:
+        fail(f"{keys_dir} holds the keys of {info.assignment}, not {assignment}")
+    hide = [keys_dir.resolve(), out.resolve(), submissions.resolve()]
+    limits = Limits(wall_seconds=opts["timeout"])
+    with (
+        Sandbox(
+            backend=opts["backend"],
+            limits=limits,
+            hide=hide,
+            image=opts["image"],
+            gpus=opts["gpus"],
+        ) as sandbox,
+        Progress(console=console, transient=True) as bar,
+    ):
+        task = bar.add_task(f"grading {assignment}", total=None)
+        summary = grade_batch(
+            keys_dir,
+            submissions,
+            out,
+            sandbox=sandbox,
+            db_url=opts["db_url"],
+            jobs=opts["jobs"],
+            reveal=opts["reveal"],
+            regrade=opts["regrade"],
+            on_done=lambda _r: bar.advance(task),
+        )
+    table = Table(
+        title=f"{assignment}: {summary.graded} graded, {summary.skipped} unchanged, "
+        f"{summary.errors} errors in {summary.seconds:.1f} s"
+    )
+    for col in ("student", "score", "pending", "max", "error"):
+        table.add_column(col, justify="left" if col in ("student", "error") else "right")
+    for r in summary.results:
+        pending = sum(g["verdict"]["points"] for g in r["parts"] if g["verdict"]["score"] is None)
+        table.add_row(
+            r["student_id"],
+            f"{r['score']:.2f}",
+            f"{pending:g}",
+            f"{r['max_score']:g}",
+            (r["error"] or "")[:60],
+        )
+    console.print("(pending: points of free-response parts, graded by a person)")
+    console.print(table)
+    console.print(
+        f"results: {out}/<student>/results.json and feedback.html; "
+        f"summary.csv, canvas.csv, moodle.csv; report: {out / 'report.html'}"
+    )
+
+
+@main.command()
 @click.option("--out", default="out/demo", show_default=True, type=click.Path(path_type=Path))
 def demo(out: Path) -> None:
-    """The whole flow on the embedded sample course (30 students, tdlsm/hw1, demo secret)."""
+    """The whole flow on the embedded sample course: release, submissions, grading, report."""
+    import shutil
+
     from course_config import DEMO_SECRET
     from generator.roster import read
+    from scalegrade.demo import simulate
 
     roster = Path(__file__).resolve().parent / "sample" / "roster.csv"
-    console.print(f"[bold]Releasing tdlsm/hw1 to the sample course[/] ({roster})")
-    _release(_load_assignment("tdlsm/hw1"), read(roster), DEMO_SECRET, out, True, True)
+    if out.exists():
+        shutil.rmtree(out)
+    console.rule("1. release tdlsm/hw1 to the 30 students of the sample course")
+    _release(_load_assignment("tdlsm/hw1"), read(roster), DEMO_SECRET, out / "hw1", True, True)
+    console.rule("2. simulated submissions: honest work, classic mistakes, a cheat")
+    played = simulate(out / "hw1" / "release", out / "hw1" / "keys", out / "submissions")
+    for student, scenario in played.items():
+        if scenario != "honest":
+            console.print(f"  {student}: {scenario}")
+    console.rule("3. grade in the sandbox")
+    _grade(
+        "tdlsm/hw1",
+        out / "submissions",
+        out / "hw1" / "keys",
+        out / "grades",
+        jobs=2,
+        backend="auto",
+        image=None,
+        gpus=None,
+        db_url=None,
+        timeout=60.0,
+        reveal=True,
+        regrade=False,
+    )
+    console.print(f"instructor report: {(out / 'grades' / 'report.html').resolve()}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -123,8 +123,16 @@ def test_generate_releases_and_reports(tmp_path):
     roster = tmp_path / "roster.csv"
     roster.write_text("student_id,name,email\nana,Ana,a@x\nben,Ben,b@x\n")
     out = tmp_path / "out"
-    args = ["generate", "tdlsm/hw1", "--roster", str(roster), "--out", str(out),
-            "--secret-file", str(secret)]  # fmt: skip
+    args = [
+        "generate",
+        "tdlsm/hw1",
+        "--roster",
+        str(roster),
+        "--out",
+        str(out),
+        "--secret-file",
+        str(secret),
+    ]
     result = run(*args)
     assert result.exit_code == 0, result.output
     assert "2 students" in result.output and "students sharing numbers" in result.output

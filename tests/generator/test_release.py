@@ -113,8 +113,9 @@ def test_no_key_value_appears_in_any_release_notebook(released):
     common = set.intersection(*(set(w) for w in written.values()))
     for key in keys:
         mine = [w for w in written[key["student"]["id"]] if w not in common]
-        given = [v for q in key["questions"] for v in q["params"].values()
-                 if isinstance(v, int | float)]  # fmt: skip
+        given = [
+            v for q in key["questions"] for v in q["params"].values() if isinstance(v, int | float)
+        ]
         given += [n for q in key["questions"] for t in q["shown"].values() for n in _numbers(t)]
         for q in key["questions"]:
             for a in q["answers"]:

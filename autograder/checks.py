@@ -1,0 +1,144 @@
+"""The code checks of a question: its ``checks.py`` holds ``probe`` and ``grade``.
+
+``probe(student, seed, params)`` runs inside the sandbox, after the notebook's cells, and
+returns plain data; ``grade(result, seed, params)`` runs here, in the trusted process, and
+returns one weighted property per check::
+
+    {"name": str, "weight": float >= 0, "score": float in [0, 1], "message": str}
+
+This module loads the instructor's file from the question bank, never anything a student
+wrote: the source text travels to the sandbox, and ``grade`` is imported from the file
+with importlib.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+Grade = Callable[[Any, int, dict], list[dict]]
+
+
+class ChecksError(ValueError):
+    """A checks file that is missing, outside its question folder, lacks probe/grade, or
+    whose grade() returned something that is not a list of properties."""
+
+
+@dataclass(frozen=True)
+class Checks:
+    """A question's checks file: the source for the sandbox, ``grade`` for the grader."""
+
+    path: Path
+    source: str  # the whole file; the sandbox executes it and calls probe()
+    grade: Grade
+    module: ModuleType  # the instructor's module (run_locally calls its probe)
+
+
+def load_checks(folder: Path | str, checks: str | Path) -> Checks:
+    """Load ``folder/checks``, a CodePart's ``checks`` file, which must lie in the folder."""
+    folder = Path(folder).resolve()
+    path = (folder / checks).resolve()
+    if not path.is_relative_to(folder):
+        raise ChecksError(f"{folder}: checks file {str(checks)!r} is outside the question folder")
+    if not path.is_file():
+        raise ChecksError(f"{path}: missing (named as the checks of a code part)")
+    return _load(path, path.stat().st_mtime_ns)
+
+
+_CACHE: dict[tuple[Path, int], Checks] = {}  # (path, mtime): imported once per batch
+
+
+def _load(path: Path, mtime: int) -> Checks:
+    key = (path, mtime)
+    if key not in _CACHE:
+        source = path.read_text(encoding="utf-8")
+        digest = hashlib.sha256(f"{path}:{mtime}".encode()).hexdigest()[:12]
+        spec = importlib.util.spec_from_file_location(f"scalegrade_checks_{digest}", path)
+        if spec is None or spec.loader is None:
+            raise ChecksError(f"{path}: cannot be imported")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for name in ("probe", "grade"):
+            if not callable(getattr(module, name, None)):
+                raise ChecksError(f"{path}: defines no function {name}()")
+        _CACHE[key] = Checks(path, source, module.grade, module)
+    return _CACHE[key]
+
+
+def _by_path(path: Path | str) -> Checks:
+    path = Path(path)
+    return load_checks(path.parent, path.name)
+
+
+def probe_source(path: Path | str) -> str:
+    """The text of a checks file, for the sandbox (a ``Probe``'s ``source``)."""
+    return _by_path(path).source
+
+
+def grade_function(path: Path | str) -> Grade:
+    """The ``grade`` function of a checks file, imported in this (trusted) process."""
+    return _by_path(path).grade
+
+
+def properties(raw: Any, where: Path | str = "checks") -> list[dict]:
+    """Check what a ``grade`` returned; the properties as plain dicts with float numbers."""
+    if not isinstance(raw, list) or not raw:
+        raise ChecksError(f"{where}: grade() must return a non-empty list of properties")
+    out = []
+    for i, p in enumerate(raw):
+        try:
+            prop = {
+                "name": str(p["name"]),
+                "weight": float(p["weight"]),
+                "score": float(p["score"]),
+                "message": str(p["message"]),
+            }
+        except (KeyError, TypeError, ValueError):
+            raise ChecksError(
+                f"{where}: grade() property {i} is not {{name, weight, score, message}}: {p!r}"
+            ) from None
+        w, s = prop["weight"], prop["score"]
+        if not (math.isfinite(w) and w >= 0 and 0 <= s <= 1):
+            raise ChecksError(
+                f"{where}: grade() property {i} ({prop['name']}): the weight {w} must be >= 0 "
+                f"and the score {s} in [0, 1]"
+            )
+        out.append(prop)
+    return out
+
+
+def grade_result(grade: Grade, result: Any, seed: int, params: dict) -> list[dict]:
+    """Run ``grade`` on a probe's result (plain data from the sandbox); checked properties."""
+    where = getattr(grade, "__module__", "checks")
+    try:
+        raw = grade(result, seed, params)
+    except Exception as err:
+        raise ChecksError(f"{where}: grade() failed: {type(err).__name__}: {err}") from err
+    return properties(raw, where)
+
+
+def fraction(props: list[dict]) -> float:
+    """The weighted score in [0, 1] (0 when every weight is 0)."""
+    total = sum(p["weight"] for p in props)
+    return sum(p["weight"] * p["score"] for p in props) / total if total else 0.0
+
+
+def run_locally(
+    checks_path: Path | str, student_fn: Callable, seed: int, params: dict | None = None
+) -> list[dict]:
+    """probe() then grade() in this process, for tests and for checking a reference solution.
+
+    The probe's result goes through JSON, as it comes out of the sandbox.  Never use this
+    on a student's code: student code runs only in the sandbox.
+    """
+    checks = _by_path(checks_path)
+    params = dict(params or {})
+    result = json.loads(json.dumps(checks.module.probe(student_fn, seed, params)))
+    return grade_result(checks.grade, result, seed, params)

@@ -1,0 +1,753 @@
+"""The warm executor: a long-lived process that forks one isolated child per submission.
+
+Started by ``autograder.sandbox.Sandbox`` as ``python -s -P -B executor.py FD``: FD is a
+control socket (``SOCK_SEQPACKET``) whose first message is the configuration (JSON).  It never
+runs student code itself and imports nothing of the project but ``harness.py`` (by path).
+
+Process tree in the "namespaces" mode (all of it dies when the outer process dies)::
+
+    outer       unshare(mount, net, ipc, uts, pid); mounts: / private, the interpreter
+      |         reachable, the hidden paths covered by empty tmpfs, everything read-only
+      zygote    PID 1 of its own PID namespace; imports numpy + IPython (+ torch on demand);
+      |         serves requests and supervises the jobs (wall timeout, exit reports)
+      init      per submission, PID 1 of a fresh PID namespace (the zygote unshares
+      |         CLONE_NEWPID, forks, and setns() back); its own mount, net, IPC and UTS
+      |         namespaces: fresh /proc, private tmpfs /tmp, /dev/shm, /var/tmp, loopback
+      |         up, the notebook copied in; reaps orphans
+      student   setsid, rlimits, the slot's uid, no new privileges, scrubbed env, cwd
+                /tmp/work: runs harness.run_submission()
+
+When ``init`` exits (the student process is done) or is killed (timeout), the kernel kills
+every process left in that PID namespace: detached, double-forked grandchildren included.
+Two forks per submission (a fork with torch loaded: ~6 ms, its heap on huge pages).
+
+The "process" mode (no namespaces) forks the student process directly: rlimits, setsid,
+the uid when run as root, a private directory; the timeout kills the process group and,
+as root, every process of the slot's uid.
+
+Requests (one message each, file descriptors attached with SCM_RIGHTS):
+``{"op": "run", "job": N}`` + [request memfd, notebook, out_w, res_w, status_w];
+``{"op": "kill", "job": N}``; ``{"op": "preload", "modules": [...]}`` (answered).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import importlib.util
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import socket
+import struct
+import sys
+import time
+import traceback
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_NOATIME = 1024
+MS_NODIRATIME = 2048
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+MS_RELATIME = 1 << 21
+MS_STRICTATIME = 1 << 24
+
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+
+SIOCGIFFLAGS = 0x8913
+SIOCSIFFLAGS = 0x8914
+IFF_UP = 0x1
+
+STUDENT_FD_RESULT = 3
+_os_exit = os._exit  # a forked process must never return into its parent's code
+EXIT_SETUP_FAILED = 125
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_ulong,
+    ctypes.c_char_p,
+]
+_libc.unshare.argtypes = [ctypes.c_int]
+_libc.prctl.argtypes = [
+    ctypes.c_int,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+]
+_libc.sethostname.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def unshare(flags: int) -> None:
+    _check(_libc.unshare(flags), "unshare")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None):
+    _check(
+        _libc.mount(
+            source.encode() if source is not None else None,
+            target.encode(),
+            fstype.encode() if fstype is not None else None,
+            flags,
+            data.encode() if data is not None else None,
+        ),
+        f"mount {target}",
+    )
+
+
+def prctl(option: int, arg: int) -> None:
+    _check(_libc.prctl(option, arg, 0, 0, 0), "prctl")
+
+
+# --------------------------------------------------------------------------- mounts
+
+
+def _is_within(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _expose(keep: list[str]) -> None:
+    """Make each path in ``keep`` reachable by any uid.
+
+    A directory on the way that others may not traverse (``/root`` holding a pyenv
+    interpreter, say) is covered with a tmpfs holding only the kept paths, bound back."""
+    groups: dict[str, list[str]] = {}
+    for path in keep:
+        parts = path.strip("/").split("/")
+        for depth in range(1, len(parts)):
+            ancestor = "/" + "/".join(parts[:depth])
+            try:
+                mode = os.stat(ancestor).st_mode
+            except OSError:
+                break
+            if not mode & 0o001:
+                groups.setdefault(ancestor, []).append(path)
+                break
+    for top, paths in sorted(groups.items()):
+        if any(_is_within(top, other) and top != other for other in groups):
+            continue  # a covered ancestor handles it
+        paths = _outermost(paths)
+        fds = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in paths}
+        mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=755")
+        for path, fd in fds.items():
+            os.makedirs(path, mode=0o755, exist_ok=True)
+            mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None)
+            os.close(fd)
+
+
+def _outermost(paths: list[str]) -> list[str]:
+    return [p for p in paths if not any(_is_within(p, q) and p != q for q in paths)]
+
+
+def scratch_tmpfs(target: str, options: str, keep: list[str]) -> None:
+    """A fresh writable tmpfs on ``target``; the ``keep`` paths below it (a virtual
+    environment in a clone under /tmp, say) are bound back, read-only."""
+    inside = _outermost([k for k in keep if _is_within(k, target) and k != target])
+    fds = {k: os.open(k, os.O_PATH | os.O_DIRECTORY) for k in inside if os.path.isdir(k)}
+    mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, options)
+    for path, fd in fds.items():
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None)
+        mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
+        os.close(fd)
+
+
+# Never covered whole (their children may be): the system the sandbox itself runs on.
+SYSTEM_DIRS = frozenset(
+    ["/", "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/dev", "/proc", "/sys"]
+)
+
+
+def _cover(path: str, keep: list[str]) -> None:
+    """Hide ``path`` behind an empty read-only tmpfs (a file: behind /dev/null), except the
+    paths in ``keep`` below it, whose siblings are covered instead.  A path that does not
+    exist yet (an output folder made later) is hidden by covering its nearest ancestor."""
+    path = os.path.normpath(path)
+    while not os.path.lexists(path):
+        path = os.path.dirname(path)
+    if path in SYSTEM_DIRS or os.path.islink(path):
+        return
+    inside = [k for k in keep if _is_within(k, path)]
+    if inside:
+        if any(k == path for k in inside) or not os.path.isdir(path):
+            return
+        for entry in sorted(os.listdir(path)):
+            _cover(os.path.join(path, entry), inside)
+        return
+    ro = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+    if os.path.isdir(path):
+        mount("tmpfs", path, "tmpfs", ro, "size=4k,nr_inodes=1,mode=755")
+    else:
+        mount("/dev/null", path, None, MS_BIND, None)
+        mount(None, path, None, MS_REMOUNT | MS_BIND | ro, None)
+
+
+def _unescape(field: str) -> str:
+    """Mount points in /proc/self/mountinfo escape space, tab, newline and backslash."""
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and i + 3 < len(field) and field[i + 1 : i + 4].isdigit():
+            out.append(chr(int(field[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def _remount_all_readonly() -> list[str]:
+    """Every mount read-only (keeping nosuid/nodev/noexec/atime flags); returns failures."""
+    keep_flags = {
+        "nosuid": MS_NOSUID,
+        "nodev": MS_NODEV,
+        "noexec": MS_NOEXEC,
+        "noatime": MS_NOATIME,
+        "nodiratime": MS_NODIRATIME,
+        "relatime": MS_RELATIME,
+        "strictatime": MS_STRICTATIME,
+    }
+    failed = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+        lines = fh.read().splitlines()
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) < 6:
+            continue
+        target = _unescape(fields[4])
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+        for opt in fields[5].split(","):
+            flags |= keep_flags.get(opt, 0)
+        try:
+            mount(None, target, None, flags, None)
+        except OSError:
+            failed.append(target)
+    return failed
+
+
+def setup_outer_mounts(hide: list[str], keep: list[str]) -> list[str]:
+    mount(None, "/", None, MS_REC | MS_PRIVATE, None)  # nothing propagates to the host
+    _expose(keep)
+    for path in hide:
+        _cover(path, keep)
+    return _remount_all_readonly()
+
+
+def _loopback_up() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        req = struct.pack("16sH14s", b"lo", 0, b"\0" * 14)
+        flags = struct.unpack("16sH", fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, req)[:18])[1]
+        fcntl.ioctl(s.fileno(), SIOCSIFFLAGS, struct.pack("16sH14s", b"lo", flags | IFF_UP, b""))
+
+
+# --------------------------------------------------------------------------- the job
+
+_harness = None  # autograder/harness.py, loaded by path before the mounts hide it
+
+
+def _load_harness(path: str):
+    spec = importlib.util.spec_from_file_location("scalegrade_harness", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["scalegrade_harness"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write_event(fd: int, event: dict) -> None:
+    data = (json.dumps(event)[:3000] + "\n").encode()
+    try:
+        os.write(fd, data)
+    except OSError:
+        pass
+
+
+def _student_env(home: str, tmp: str) -> dict[str, str]:
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
+        "USER": "student",
+        "LOGNAME": "student",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "TMPDIR": tmp,
+        "IPYTHONDIR": os.path.join(home, ".ipython"),
+        "MPLBACKEND": "Agg",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+
+
+def _student(req: dict, out_w: int, res_w: int, workdir: str, home: str, tmp: str) -> None:
+    """The student process: drop everything, then run the notebook.  Never returns."""
+    code = EXIT_SETUP_FAILED
+    try:
+        _student_body(req, out_w, res_w, workdir, home, tmp)
+        code = 0
+    except BaseException:
+        try:
+            os.write(2, f"scalegrade sandbox: {traceback.format_exc()}"[-4000:].encode())
+        except BaseException:  # noqa: BLE001 - the notebook may have broken anything
+            pass
+    finally:
+        _os_exit(code)
+
+
+def _student_body(req: dict, out_w: int, res_w: int, workdir: str, home: str, tmp: str) -> None:
+    """Set up the student process (fds, limits, uid, env, cwd) and run the notebook."""
+    _child_signals()
+    os.setsid()
+    devnull = os.open("/dev/null", os.O_RDONLY)
+    # move the pipes out of the way, then onto 0-3, then close everything else
+    out_hi = fcntl.fcntl(out_w, fcntl.F_DUPFD, 100)
+    res_hi = fcntl.fcntl(res_w, fcntl.F_DUPFD, 100)
+    os.dup2(devnull, 0)
+    os.dup2(out_hi, 1)
+    os.dup2(out_hi, 2)
+    os.dup2(res_hi, STUDENT_FD_RESULT)
+    os.closerange(STUDENT_FD_RESULT + 1, 1 << 20)
+    limits = req["limits"]
+    uid = req["uid"]
+    cpu = int(limits["cpu_seconds"])
+    for name, soft, hard in (
+        ("RLIMIT_AS", limits["memory_bytes"], limits["memory_bytes"]),
+        ("RLIMIT_FSIZE", limits["file_bytes"], limits["file_bytes"]),
+        ("RLIMIT_NOFILE", limits["open_files"], limits["open_files"]),
+        ("RLIMIT_NPROC", limits["processes"], limits["processes"]),
+        ("RLIMIT_CORE", 0, 0),
+        ("RLIMIT_CPU", cpu, cpu + 1),
+    ):
+        which = getattr(resource, name)
+        _, current = resource.getrlimit(which)
+        if current != resource.RLIM_INFINITY:  # never above what we may (as non-root)
+            soft, hard = min(soft, current), min(hard, current)
+        resource.setrlimit(which, (int(soft), int(hard)))
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    os.umask(0o077)
+    os.environ.clear()
+    os.environ.update(_student_env(home, tmp))
+    os.chdir(workdir)
+    _harness.run_submission(
+        os.path.join(workdir, req["notebook_name"]), req["plan"], STUDENT_FD_RESULT, limits
+    )
+
+
+def _copy_notebook(nb_fd: int, target: str, uid: int | None, limit: int) -> None:
+    with os.fdopen(nb_fd, "rb") as src:
+        data = src.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"the notebook is larger than {limit} bytes")
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as dst:
+        dst.write(data)
+    if uid is not None:
+        os.chown(target, uid, uid)
+
+
+def _mkdir_for(path: str, uid: int | None) -> None:
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    if uid is not None:
+        os.chown(path, uid, uid)
+
+
+def _init(req: dict, fds: dict[str, int], keep: list[str]) -> None:
+    """PID 1 of the submission's fresh PID namespace (namespaces mode): its own mount,
+    network, IPC and UTS namespaces, a fresh /proc, private scratch folders, the notebook
+    copied in; then the student process, and orphans reaped until it ends.  When this
+    process ends, the kernel kills whatever is left in the namespace.  Never returns."""
+    try:
+        _child_signals()
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the zygote gone: everything goes
+        uid = req["uid"]
+        limits = req["limits"]
+        tmp_size = max(16 << 20, 4 * int(limits["file_bytes"]))
+        unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+        scratch_tmpfs("/tmp", f"size={tmp_size},nr_inodes=65536,mode=1777", keep)
+        for path in ("/dev/shm", "/var/tmp"):
+            if os.path.isdir(path) and not os.path.islink(path):
+                scratch_tmpfs(path, f"size={tmp_size},mode=1777", keep)
+        _libc.sethostname(b"sandbox", 7)
+        _loopback_up()  # its own loopback: local sockets (gloo) work, reach nothing else
+        workdir, home = "/tmp/work", "/tmp/home"
+        _mkdir_for(workdir, uid)
+        _mkdir_for(os.path.join(home, ".ipython"), uid)
+        if uid is not None:
+            os.chown(home, uid, uid)
+        _copy_notebook(
+            fds["notebook"], os.path.join(workdir, req["notebook_name"]), uid, tmp_size // 2
+        )
+        pid = os.fork()
+        if pid == 0:
+            _student(req, fds["out"], fds["res"], workdir, home, "/tmp")  # never returns
+        for name in ("out", "res", "status"):  # the notebook's was closed by the copy
+            os.close(fds[name])
+        while True:
+            try:
+                done, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                _os_exit(EXIT_SETUP_FAILED)
+            if done == pid:
+                code = os.waitstatus_to_exitcode(status)
+                _os_exit(128 - code if code < 0 else min(code, 127))
+    except BaseException as err:
+        _write_event(fds["status"], {"event": "error", "message": f"sandbox set-up: {err}"})
+    finally:
+        _os_exit(EXIT_SETUP_FAILED)
+
+
+def _child_signals() -> None:
+    """A forked child of the zygote: default signal handling, no wakeup fd."""
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def _sweep_uid(uid: int) -> None:
+    """Kill every process of ``uid`` (process mode, as root): kill(-1) from that uid."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _child_signals()
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, signal.SIGKILL)
+        finally:
+            _os_exit(0)
+    os.waitpid(pid, 0)
+
+
+_swept: set[int] = set()  # process mode: uids known to own no process
+
+
+class _Job:
+    """One submission, supervised by the zygote (trusted; root; out of the student's reach)."""
+
+    def __init__(self, job_id: int, req: dict, status_fd: int):
+        self.id = job_id
+        self.req = req
+        self.status_fd = status_fd
+        self.uid = req["uid"]
+        self.start = time.monotonic()
+        self.deadline = self.start + float(req["limits"]["wall_seconds"])
+        self.timed_out = False
+        self.pid = 0
+        self.workdir: str | None = None
+
+    def kill(self, namespaces: bool) -> None:
+        try:
+            if namespaces:
+                os.kill(self.pid, signal.SIGKILL)  # PID 1 of its namespace: takes them all
+            else:
+                os.killpg(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _start_job(job_id: int, fds: list[int], config: dict, own_pidns: int | None) -> _Job:
+    req_fd, nb_fd, out_w, res_w, status_w = fds
+    os.set_blocking(status_w, False)  # the zygote never blocks on a slow reader
+    with os.fdopen(os.dup(req_fd), "rb") as fh:
+        req = json.loads(fh.read())
+    job = _Job(job_id, req, os.dup(status_w))
+    named = {"notebook": nb_fd, "out": out_w, "res": res_w, "status": status_w}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if own_pidns is not None:
+        # The next child is PID 1 of a fresh PID namespace; then back to our own.
+        unshare(CLONE_NEWPID)
+        try:
+            job.pid = os.fork()
+        except BaseException:
+            _check(_libc.setns(own_pidns, CLONE_NEWPID), "setns")
+            raise
+        if job.pid == 0:
+            _init(req, named, config["keep"])  # never returns
+        _check(_libc.setns(own_pidns, CLONE_NEWPID), "setns")
+        return job
+    # process mode
+    uid = job.uid
+    if uid is not None and uid not in _swept:
+        _sweep_uid(uid)  # left over by a grader that died (after each job: _finish_job)
+        _swept.add(uid)
+    job.workdir = os.path.join(config["base_dir"], f"run-{job_id}")
+    home = os.path.join(job.workdir, ".home")
+    _mkdir_for(job.workdir, uid)
+    _mkdir_for(os.path.join(home, ".ipython"), uid)
+    limit = max(16 << 20, 4 * int(req["limits"]["file_bytes"]))
+    _copy_notebook(os.dup(nb_fd), os.path.join(job.workdir, req["notebook_name"]), uid, limit)
+    job.pid = os.fork()
+    if job.pid == 0:
+        try:
+            _child_signals()
+            _student(req, out_w, res_w, job.workdir, home, job.workdir)
+        finally:
+            _os_exit(EXIT_SETUP_FAILED)
+    return job
+
+
+def _finish_job(job: _Job, status: int, usage, namespaces: bool) -> None:
+    if not namespaces:
+        job.kill(namespaces)  # what is left of its process group
+        if job.uid is not None:
+            _sweep_uid(job.uid)  # and every other process of its uid
+        if job.workdir:
+            shutil.rmtree(job.workdir, ignore_errors=True)
+    code = os.waitstatus_to_exitcode(status)
+    event = {
+        "event": "exit",
+        "timed_out": job.timed_out,
+        "seconds": time.monotonic() - job.start,
+        "cpu": usage.ru_utime + usage.ru_stime,
+    }
+    if code < 0:
+        event["signal"] = -code
+    elif namespaces and code > 128:
+        event["signal"] = code - 128
+    else:
+        event["code"] = code
+    _write_event(job.status_fd, event)
+    os.close(job.status_fd)
+
+
+def _serve(ctrl: socket.socket, config: dict) -> None:
+    namespaces = config["mode"] == "namespaces"
+    own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY) if namespaces else None
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    jobs: dict[int, _Job] = {}  # by pid of the job's first process, until reaped
+
+    def reap() -> None:
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is None:
+                return
+            job = jobs.pop(info.si_pid, None)
+            _, status, usage = os.wait4(info.si_pid, 0)
+            if job is not None:
+                _finish_job(job, status, usage, namespaces)
+
+    while True:
+        now = time.monotonic()
+        for job in jobs.values():
+            if not job.timed_out and now >= job.deadline:
+                job.timed_out = True
+                job.kill(namespaces)
+        waiting = [j.deadline for j in jobs.values() if not j.timed_out]
+        timeout = max(0.0, min(waiting) - now) if waiting else None
+        ready, _, _ = select.select([ctrl, wake_r], [], [], timeout)
+        if wake_r in ready:
+            os.read(wake_r, 4096)
+        reap()
+        if ctrl not in ready:
+            continue
+        try:
+            msg, fds, _, _ = socket.recv_fds(ctrl, 65536, 8)
+        except OSError:
+            msg, fds = b"", []
+        if not msg:  # the grader is gone: end every job, then ourselves
+            for job in jobs.values():
+                job.kill(namespaces)
+                if not namespaces and job.uid is not None:
+                    _sweep_uid(job.uid)
+            _os_exit(0)
+        try:
+            req = json.loads(msg)
+        except ValueError:
+            req = {}
+        op = req.get("op")
+        try:
+            if op == "run" and len(fds) == 5:
+                try:
+                    job = _start_job(req["job"], fds, config, own_pidns)
+                except BaseException as err:  # noqa: BLE001 - reported, the zygote goes on
+                    _write_event(fds[4], {"event": "error", "message": f"job start: {err}"})
+                else:
+                    jobs[job.pid] = job
+            elif op == "kill":
+                for job in jobs.values():
+                    if job.id == req.get("job"):
+                        job.kill(namespaces)
+            elif op == "preload":
+                loaded, failed = _preload(req.get("modules", []))
+                ctrl.send(json.dumps({"preloaded": loaded, "failed": failed}).encode())
+        finally:
+            for fd in fds:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+
+def _preload(modules: list[str]) -> tuple[list[str], dict[str, str]]:
+    import gc
+    import importlib
+
+    loaded, failed = [], {}
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+            if name == "torch":
+                module.set_num_threads(1)
+            loaded.append(name)
+        except Exception as err:  # noqa: BLE001 - reported to the grader
+            failed[name] = f"{type(err).__name__}: {err}"
+    gc.collect()
+    gc.freeze()  # children share these pages instead of touching them in their first GC
+    return loaded, failed
+
+
+STDLIB_SKIP = {
+    "__main__",
+    "antigravity",
+    "this",
+    "idlelib",
+    "tkinter",
+    "turtle",
+    "turtledemo",
+    "pydoc_data",
+    "lib2to3",
+    "ensurepip",
+    "venv",
+    "test",
+    "curses",
+    "_curses",
+    "_curses_panel",
+    "readline",
+}
+
+
+def _preload_stdlib() -> None:
+    """Import the whole standard library (process mode, when the student's uid cannot
+    read the interpreter's files: what is not imported here cannot be imported later)."""
+    import contextlib
+    import importlib
+    import io
+    import pkgutil
+
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        for name in sorted(sys.stdlib_module_names - STDLIB_SKIP):
+            try:
+                module = importlib.import_module(name)
+            except BaseException:  # noqa: BLE001 - other platforms' modules
+                continue
+            for info in pkgutil.walk_packages(getattr(module, "__path__", []), name + "."):
+                if ".test" in info.name or "__main__" in info.name:
+                    continue
+                try:
+                    importlib.import_module(info.name)
+                except BaseException:  # noqa: BLE001
+                    continue
+
+
+def _zygote(ctrl: socket.socket, config: dict, ro_failed: list[str]) -> None:
+    if config["mode"] == "namespaces":
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        scratch_tmpfs("/tmp", "size=16m,mode=1777", config["keep"])
+        ipython_dir = "/tmp/.ipython"
+    else:
+        ipython_dir = os.path.join(config["base_dir"], ".ipython")
+    os.makedirs(ipython_dir, exist_ok=True)
+    os.environ["IPYTHONDIR"] = ipython_dir
+    os.environ["HOME"] = os.path.dirname(ipython_dir)
+    try:
+        if config.get("preload_stdlib"):
+            _preload_stdlib()
+        _harness.prepare()
+        loaded, failed = _preload(config.get("preload", []))
+        ctrl.send(
+            json.dumps(
+                {
+                    "ready": True,
+                    "mode": config["mode"],
+                    "preloaded": loaded,
+                    "failed": failed,
+                    "readonly_failed": ro_failed,
+                }
+            ).encode()
+        )
+    except BaseException:
+        ctrl.send(json.dumps({"ready": False, "error": traceback.format_exc()[-3000:]}).encode())
+        os._exit(1)
+    _serve(ctrl, config)
+
+
+def main(argv: list[str]) -> int:
+    global _harness
+    ctrl = socket.socket(fileno=int(argv[1]))
+    config = json.loads(ctrl.recv(1 << 20))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the grader's to handle
+    _harness = _load_harness(config["harness"])
+    ro_failed: list[str] = []
+    if config["mode"] == "namespaces":
+        try:
+            unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID)
+            ro_failed = setup_outer_mounts(config["hide"], config["keep"])
+        except OSError as err:
+            ctrl.send(json.dumps({"ready": False, "error": f"namespaces: {err}"}).encode())
+            return 3
+        pid = os.fork()
+        if pid == 0:
+            _zygote(ctrl, config, ro_failed)
+            os._exit(0)
+        ctrl.close()
+
+        def forward(signum, frame):
+            os.kill(pid, signal.SIGKILL)
+
+        signal.signal(signal.SIGTERM, forward)
+        while True:
+            try:
+                _, status = os.waitpid(pid, 0)
+                return max(0, os.waitstatus_to_exitcode(status))
+            except ChildProcessError:
+                return 0
+            except InterruptedError:
+                continue
+    _zygote(ctrl, config, ro_failed)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv))
+    except OSError as err:
+        if err.errno != errno.EPIPE:
+            raise
+        sys.exit(1)

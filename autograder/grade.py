@@ -1,0 +1,212 @@
+"""Grade one harvested submission against its key (trusted side, plain data only)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autograder.compare import Verdict, compare, shown, within
+from autograder.key import Answer, Key, Question
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+
+@dataclass(frozen=True)
+class Graded:
+    """One part's verdict, with where it sits in the assignment."""
+
+    question: str
+    index: int
+    title: str
+    verdict: Verdict
+
+
+@dataclass
+class StudentResult:
+    student_id: str
+    score: float
+    max_score: float
+    parts: list[Graded]
+    error: str | None = None  # the sandbox's, when the notebook could not be run
+    cell_errors: list[str] = field(default_factory=list)
+    copy_signals: list[str] = field(default_factory=list)  # instructor only
+    content_hash: str = ""
+    seconds: float = 0.0
+    isolation: str = ""
+
+
+def probe_seed(question_seed: str, part_id: str) -> int:
+    digest = hashlib.sha256(f"{question_seed}:{part_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def plan_for(key: Key, templates: Path = TEMPLATES):
+    """What the sandbox must read and probe for this student's key (a sandbox ``Plan``)."""
+    from autograder import checks as code_checks
+    from autograder.sandbox import Plan, Probe
+
+    variables = tuple(a.variable for q in key.questions for a in q.answers if a.ask)
+    probes = []
+    for q in key.questions:
+        for c in q.code:
+            if c.checks is None:
+                continue
+            source = code_checks.probe_source(templates / q.id / c.checks)
+            probes.append(
+                Probe(
+                    id=f"q{q.index}-{c.id}",
+                    function=c.function,
+                    source=source,
+                    seed=probe_seed(q.seed, c.id),
+                    params=q.params,
+                )
+            )
+    return Plan(variables=variables, probes=tuple(probes))
+
+
+def _grade_answers(q: Question, answers: dict[str, Any], policy: dict, reveal: bool):
+    keys_by_id = {a.id: a for a in q.answers}
+    earlier: dict[str, tuple[float | None, bool]] = {}
+    out = []
+    for a in q.answers:
+        if not a.ask:
+            # an intermediate the student is not asked for: as if they had it right
+            earlier[a.id] = (a.value, True)
+            continue
+        harvested = answers.get(a.variable, {"kind": "missing"})
+        verdict, value = compare(
+            a,
+            harvested,
+            params=q.params,
+            earlier=earlier,
+            keys_by_id=keys_by_id,
+            ecf=bool(policy.get("ecf", True)),
+            ecf_credit=float(policy.get("ecf_credit", 0.8)),
+            reveal=reveal,
+        )
+        earlier[a.id] = (value, verdict.status == "correct")
+        out.append(verdict)
+    return out
+
+
+def _grade_code(q: Question, probes: dict[str, Any], templates: Path) -> list[Verdict]:
+    out = []
+    for c in q.code:
+        pid = f"q{q.index}-{c.id}"
+        probe = probes.get(pid)
+        base = dict(part=c.id, variable=c.function, points=c.points)
+        if c.checks is None:
+            out.append(
+                Verdict(score=None, status="pending", feedback="Graded by a person.", **base)
+            )
+            continue
+        if not probe or not probe.get("ok"):
+            reason = (probe or {}).get("error") or "the probe did not run"
+            out.append(Verdict(score=0.0, status="code", feedback=f"Not graded: {reason}.", **base))
+            continue
+        from autograder import checks as code_checks
+
+        try:
+            grade = code_checks.grade_function(templates / q.id / c.checks)
+            props = code_checks.grade_result(
+                grade, probe["result"], probe_seed(q.seed, c.id), q.params
+            )
+        except code_checks.ChecksError as err:  # the instructor's checks failed, not the student
+            out.append(Verdict(score=0.0, status="code", feedback=f"Not graded: {err}", **base))
+            continue
+        fraction = code_checks.fraction(props)
+        failed = [p for p in props if p["score"] < 1]
+        feedback = (
+            "All checks passed."
+            if not failed
+            else "; ".join(f"{p['name']}: {p['message']}" for p in failed)
+        )
+        out.append(
+            Verdict(
+                score=c.points * fraction,
+                status="code",
+                feedback=feedback,
+                details=tuple(props),
+                **base,
+            )
+        )
+    return out
+
+
+def grade_harvest(
+    key: Key,
+    harvest: dict[str, Any] | None,
+    *,
+    policy: dict[str, Any],
+    reveal: bool,
+    error: str | None = None,
+    templates: Path = TEMPLATES,
+) -> StudentResult:
+    """Every part of one student's key against what the sandbox harvested.
+
+    A submission that could not be run (``harvest`` None) scores 0 with its error
+    recorded; free-response parts stay pending for a person.
+    """
+    harvest = harvest or {}
+    answers = harvest.get("answers", {})
+    probes = harvest.get("probes", {})
+    parts: list[Graded] = []
+    for q in key.questions:
+        verdicts = _grade_answers(q, answers, policy, reveal) + _grade_code(q, probes, templates)
+        verdicts += [
+            Verdict(
+                part=r.id,
+                variable="",
+                points=r.points,
+                score=None,
+                status="pending",
+                feedback="Graded by a person.",
+            )
+            for r in q.free_response
+        ]
+        parts += [Graded(q.id, q.index, q.title, v) for v in verdicts]
+    cell_errors = [
+        f"cell {c['index']}: {c['error']}" for c in harvest.get("cells", []) if not c.get("ok")
+    ]
+    return StudentResult(
+        student_id=key.student_id,
+        score=sum(p.verdict.score or 0.0 for p in parts),
+        max_score=key.points,
+        parts=parts,
+        error=error,
+        cell_errors=cell_errors,
+    )
+
+
+def copy_signals(result: StudentResult, key: Key, others: dict[str, Key]) -> list[str]:
+    """Wrong answers that equal another student's key: flagged for the instructor, never scored."""
+    if not others:
+        return []
+    own = {(q.id, a.id): a for q in key.questions for a in q.answers}
+    signals = []
+    for g in result.parts:
+        v = g.verdict
+        a = own.get((g.question, v.part))
+        if v.status not in ("wrong", "misconception") or v.value is None or a is None:
+            continue
+        value = v.value
+        for sid, other in others.items():
+            if sid == key.student_id:
+                continue
+            theirs = _answer(other, g.question, v.part)
+            if theirs is not None and within(value, theirs.value, a):
+                signals.append(
+                    f"{g.question} {v.variable}: {v.given} is {sid}'s answer, not yours "
+                    f"({shown(a.value, a)})"
+                )
+                break
+    return signals
+
+
+def _answer(key: Key, question: str, part: str) -> Answer | None:
+    for q in key.questions:
+        if q.id == question:
+            return next((a for a in q.answers if a.id == part), None)
+    return None

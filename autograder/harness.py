@@ -1,0 +1,529 @@
+"""What runs inside the sandbox: the notebook's cells, then the harvest.
+
+Loaded by path (never as part of the ``autograder`` package) by the warm executor, which
+calls ``prepare()`` once (IPython shell built, heavy modules imported) and, in each
+forked student process, ``run_submission()``.  In a Docker container the same file runs
+as ``python -I harness.py --stdin`` (request on stdin, harvest on stdout, log on stderr).
+
+Nothing here is trusted: the student's code runs in this very process and may patch any
+of it.  The trusted grader therefore only accepts plain, schema-checked JSON from here,
+and computes every verdict itself.  What this module does guarantee for an honest run:
+IPython semantics (magics; shell escapes refused), a failing cell recorded and the next
+ones run, answers read with exact type checks (no student ``__eq__``/``__float__`` is
+ever called), probes run as fresh modules, and a size-capped result.
+
+Result envelope written to the result descriptor: ``{"harvest": {...}}`` or
+``{"fatal": "message"}``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import math
+import os
+import sys
+import types
+
+# Captured before any student code runs (a notebook may rebind the builtins).
+_type = type
+_isinstance = isinstance
+_len = len
+_str = str
+_float = float
+_int = int
+_exec = builtins.exec
+_compile = builtins.compile
+_callable = callable
+_getpid = os.getpid
+_write = os.write
+_exit = os._exit
+_json_escape = json.encoder.encode_basestring_ascii  # C; independent of the builtins
+_int_repr = int.__repr__
+_float_repr = float.__repr__
+_dict_items = dict.items
+_list_append = list.append
+_join = "".join
+_json_loads = json.loads
+_bool, _list, _tuple, _dict = bool, list, tuple, dict
+_isfinite = math.isfinite
+
+MAX_ERROR_CHARS = 2000
+MAX_TYPE_CHARS = 200
+MAX_STRING_CHARS = 1000
+MAX_DEPTH = 32
+
+# Shell escapes and everything that would run another program or install packages.
+REFUSED_LINE_MAGICS = (
+    "system",
+    "sx",
+    "sc",
+    "run",
+    "pip",
+    "conda",
+    "mamba",
+    "micromamba",
+    "uv",
+    "edit",
+    "ed",
+    "rehashx",
+    "killbgscripts",
+    "pastebin",
+    "gui",
+    "pylab",
+    "logstart",
+)
+REFUSED_CELL_MAGICS = (
+    "!",
+    "bash",
+    "sh",
+    "script",
+    "perl",
+    "ruby",
+    "python",
+    "python2",
+    "python3",
+    "pypy",
+    "sx",
+    "system",
+)
+
+_shell = None
+_np_number_types: tuple = ()
+_np_ndarray = None
+
+
+class RefusedMagic(Exception):
+    """A magic or shell escape that does not run when grading."""
+
+
+class NotebookExit(BaseException):
+    """The notebook tried to end (or signal) its own process: recorded as the cell's error,
+    and the next cells run.  (A notebook that still manages to die is its own error.)"""
+
+
+def _guard_exits(main_pid: int) -> None:
+    """In the notebook's process, turn os._exit, os.abort and signals to itself or its
+    process group into NotebookExit; processes it forks keep the real functions."""
+    import posix
+
+    real_exit, real_abort, real_kill, real_killpg = os._exit, os.abort, os.kill, os.killpg
+    getpgid = os.getpgid
+
+    def _exit(status):
+        if _getpid() == main_pid:
+            raise NotebookExit(f"os._exit({status!r}) does not end the grader's run")
+        real_exit(status)
+
+    def abort():
+        if _getpid() == main_pid:
+            raise NotebookExit("os.abort() does not end the grader's run")
+        real_abort()
+
+    def _mine(pgid: int) -> bool:
+        try:
+            return pgid == getpgid(main_pid)
+        except OSError:
+            return False
+
+    def kill(pid, sig):
+        if _getpid() == main_pid and sig != 0:
+            if pid == main_pid or pid == 0 or (_type(pid) is _int and pid < -1 and _mine(-pid)):
+                raise NotebookExit(f"os.kill({pid!r}, {sig!r}) of the notebook's own process")
+        return real_kill(pid, sig)
+
+    def killpg(pgid, sig):
+        if _getpid() == main_pid and sig != 0 and (pgid == 0 or _mine(pgid)):
+            raise NotebookExit(f"os.killpg({pgid!r}, {sig!r}) of the notebook's own group")
+        return real_killpg(pgid, sig)
+
+    for module in (os, posix):
+        module._exit, module.abort, module.kill, module.killpg = _exit, abort, kill, killpg
+
+
+def _refuse(what: str):
+    def refused(*args, **kwargs):
+        raise RefusedMagic(
+            f"{what} is not allowed in a graded notebook: shell commands and other "
+            "programs do not run when grading (use Python in the notebook instead)"
+        )
+
+    return refused
+
+
+def _numpy_types() -> None:
+    global _np_number_types, _np_ndarray
+    if _np_ndarray is not None:
+        return
+    try:
+        import numpy as np
+    except ImportError:  # a grading image without numpy: numbers are Python numbers only
+        return
+    _np_number_types = (
+        np.float16,
+        np.float32,
+        np.float64,
+        np.longdouble,
+        np.int8,
+        np.int16,
+        np.int32,
+        np.int64,
+        np.uint8,
+        np.uint16,
+        np.uint32,
+        np.uint64,
+    )
+    _np_ndarray = np.ndarray
+
+
+def prepare() -> None:
+    """Build the IPython shell (once, in the warm executor, before any fork)."""
+    global _shell
+    _numpy_types()
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.enabled = False
+    config.InteractiveShell.colors = "nocolor"
+    config.InteractiveShell.xmode = "Plain"
+    config.InteractiveShell.autocall = 0
+    shell = InteractiveShell.instance(config=config)
+    refused_shell = _refuse("a shell command (!cmd, %system, %sx, aliases such as %ls)")
+    shell.system = shell.system_raw = shell.system_piped = refused_shell
+    shell.getoutput = refused_shell
+    for name in REFUSED_LINE_MAGICS:
+        shell.register_magic_function(_refuse(f"%{name}"), "line", name)
+    for name in REFUSED_CELL_MAGICS:
+        shell.register_magic_function(_refuse(f"%%{name}"), "cell", name)
+
+    def matplotlib(line=""):
+        """Accepted and ignored: figures are not graded."""
+
+    shell.register_magic_function(matplotlib, "line", "matplotlib")
+    # Warm the lazy imports of execution and traceback formatting once, here.
+    devnull = open(os.devnull, "w")  # noqa: SIM115 - kept for the shell's lifetime
+    saved = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = devnull
+    try:
+        shell.run_cell("_warm = [1 + 1]\n_warm[0]", store_history=True)
+        shell.run_cell("1 / 0", store_history=True)
+        shell.run_cell("%time _warm = 1", store_history=True)
+    finally:
+        sys.stdout, sys.stderr = saved
+    shell.reset(new_session=True)
+    shell.execution_count = 1
+    _shell = shell
+
+
+def _error_text(err: BaseException) -> str:
+    try:
+        name = _type(err).__name__
+    except Exception:  # noqa: BLE001
+        name = "Exception"
+    try:
+        message = _str(err)
+    except Exception:  # noqa: BLE001
+        message = ""
+    text = f"{name}: {message}" if message else _str(name)
+    return text[:MAX_ERROR_CHARS]
+
+
+def _type_name(value) -> str:
+    try:
+        name = _type.__dict__["__qualname__"].__get__(_type(value))
+        module = _type.__dict__["__module__"].__get__(_type(value))
+        if _type(name) is not _str:
+            return "object"
+        if _type(module) is _str and module not in ("builtins", "__main__"):
+            name = f"{module}.{name}"
+        return name[:MAX_TYPE_CHARS]
+    except Exception:  # noqa: BLE001
+        return "object"
+
+
+def _is_np_number(t) -> bool:
+    for candidate in _np_number_types:  # identity, never ==: a metaclass may define __eq__
+        if t is candidate:
+            return True
+    return False
+
+
+def _number(x) -> dict:
+    if _type(x) is _float and not _isfinite(x):
+        return {"kind": "number", "value": "nan" if x != x else ("inf" if x > 0 else "-inf")}
+    return {"kind": "number", "value": x}
+
+
+def read_answer(ns: dict, name: str) -> dict:
+    """One answer variable as plain data, by exact type (see the harvest schema)."""
+    _numpy_types()
+    if name not in ns:
+        return {"kind": "missing"}
+    value = ns[name]
+    t = _type(value)
+    if value is Ellipsis:
+        return {"kind": "missing"}
+    if t is _float:
+        return _number(value)
+    if t is _int:
+        if -(2**53) <= value <= 2**53:
+            return {"kind": "number", "value": value}
+        try:
+            return _number(_float(value))
+        except OverflowError:
+            return {"kind": "unsupported", "type": "int (too large for a float)"}
+    if t is _str:
+        if _len(value) > MAX_STRING_CHARS:
+            return {"kind": "unsupported", "type": f"str of {_len(value)} characters"}
+        return {"kind": "string", "value": value}
+    if _is_np_number(t):
+        return _number(_float(value))
+    if _np_ndarray is not None and t is _np_ndarray:
+        if value.ndim == 0 and value.dtype.kind in "iuf":
+            scalar = value[()]
+            if _is_np_number(_type(scalar)):
+                return _number(_float(scalar))
+        return {"kind": "unsupported", "type": f"numpy.ndarray (shape {tuple(value.shape)})"}
+    return {"kind": "unsupported", "type": _type_name(value)}
+
+
+class _Unplain(Exception):
+    pass
+
+
+def plain(value, depth: int = 0):
+    """``value`` as JSON data (dict with str keys, list, str, int, float, bool, None),
+    by exact types; numpy arrays and scalars become lists and numbers."""
+    if depth > MAX_DEPTH:
+        raise _Unplain(f"nested deeper than {MAX_DEPTH} levels")
+    t = _type(value)
+    if value is None or t is _bool or t is _str or t is _float:
+        return value
+    if t is _int:
+        return value if -(2**63) <= value < 2**63 else _float(value)
+    if _is_np_number(t):
+        return value.item()
+    if _np_ndarray is not None and t is _np_ndarray:
+        if value.dtype.kind in "biuf":
+            return value.tolist()
+        raise _Unplain(f"numpy array of dtype {value.dtype}")
+    if t is _list or t is _tuple:
+        return [plain(v, depth + 1) for v in value]
+    if t is _dict:
+        out = {}
+        for k, v in value.items():
+            if _type(k) is not _str:
+                raise _Unplain(f"dict key of type {_type_name(k)}")
+            out[k] = plain(v, depth + 1)
+        return out
+    raise _Unplain(f"unsupported value of type {_type_name(value)}")
+
+
+def _to_json(obj, out: list, depth: int = 0) -> None:
+    """JSON text of plain data, by exact types and functions captured at import (json's
+    own encoder consults the builtins, which a notebook may have rebound)."""
+    if depth > MAX_DEPTH + 4:
+        raise _Unplain(f"nested deeper than {MAX_DEPTH} levels")
+    t = _type(obj)
+    if obj is None:
+        _list_append(out, "null")
+    elif obj is True:
+        _list_append(out, "true")
+    elif obj is False:
+        _list_append(out, "false")
+    elif t is _str:
+        _list_append(out, _json_escape(obj))
+    elif t is _int:
+        _list_append(out, _int_repr(obj))
+    elif t is _float:
+        if obj != obj:
+            _list_append(out, "NaN")
+        elif not _isfinite(obj):
+            _list_append(out, "Infinity" if obj > 0 else "-Infinity")
+        else:
+            _list_append(out, _float_repr(obj))
+    elif t is _list:
+        _list_append(out, "[")
+        first = True
+        for item in obj:
+            if not first:
+                _list_append(out, ",")
+            first = False
+            _to_json(item, out, depth + 1)
+        _list_append(out, "]")
+    elif t is _dict:
+        _list_append(out, "{")
+        first = True
+        for key, value in _dict_items(obj):
+            if _type(key) is not _str:
+                raise _Unplain("a dict key is not a string")
+            if not first:
+                _list_append(out, ",")
+            first = False
+            _list_append(out, _json_escape(key))
+            _list_append(out, ":")
+            _to_json(value, out, depth + 1)
+        _list_append(out, "}")
+    else:
+        raise _Unplain(f"unsupported value of type {_type_name(obj)}")
+
+
+def _encode(obj) -> bytes:
+    out: list = []
+    _to_json(obj, out)
+    return _join(out).encode("utf-8")
+
+
+def _run_probe(probe: dict, ns: dict, budget: int) -> dict:
+    name = probe["function"]
+    fn = ns.get(name) if _type(ns) is _dict else None
+    if fn is None or not _callable(fn):
+        return {"ok": False, "error": f"function {name} is not defined"}
+    module_name = f"scalegrade_checks_{probe['id']}".replace("-", "_")
+    module = types.ModuleType(module_name)
+    module.__file__ = f"<checks {probe['id']}>"
+    sys.modules[module_name] = module
+    try:
+        _exec(_compile(probe["source"], module.__file__, "exec"), module.__dict__)
+        params = _json_loads(probe["params_json"])  # a fresh copy per probe
+        result = plain(module.probe(fn, probe["seed"], params))
+        encoded = _encode(result)
+    except _Unplain as err:
+        return {"ok": False, "error": f"probe result is not plain data: {err}"[:MAX_ERROR_CHARS]}
+    except BaseException as err:  # noqa: BLE001 - the student's error is the probe's result
+        return {"ok": False, "error": _error_text(err)}
+    finally:
+        sys.modules.pop(module_name, None)
+    if _len(encoded) > budget:
+        return {"ok": False, "error": f"probe result larger than {budget} bytes"}
+    return {"ok": True, "result": result}
+
+
+def _cells(notebook_path: str) -> list[tuple[int, str]]:
+    with open(notebook_path, encoding="utf-8") as fh:
+        nb = json.load(fh)
+    if _type(nb) is not dict or _type(nb.get("cells")) is not list:
+        raise ValueError("not a Jupyter notebook (no list of cells)")
+    out = []
+    for index, cell in enumerate(nb["cells"]):
+        if _type(cell) is not dict or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        if _type(source) is list:
+            source = "".join(s for s in source if _type(s) is _str)
+        if _type(source) is not _str:
+            continue
+        out.append((index, source))
+    return out
+
+
+def _send(fd: int, envelope: dict, cap: int) -> None:
+    data = _encode(envelope)
+    if _len(data) > cap:
+        data = _encode({"fatal": f"the harvest is larger than {cap} bytes"})
+    view = memoryview(data)
+    while view:
+        try:
+            written = _write(fd, view)
+        except InterruptedError:
+            continue
+        view = view[written:]
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def run_submission(notebook_path: str, plan: dict, result_fd: int, limits: dict) -> None:
+    """Run the notebook's code cells in order, then harvest; write the envelope once."""
+    main_pid = _getpid()
+    cap = int(limits.get("harvest_bytes", 16 << 20))
+
+    def only_main() -> None:
+        # A process the notebook forked returns here too: it must not harvest.
+        if _getpid() != main_pid:
+            _exit(0)
+
+    if sys.path[:1] != [""]:
+        sys.path.insert(0, "")  # like a kernel: the working directory is importable
+    _guard_exits(main_pid)
+    try:
+        cells = _cells(notebook_path)
+    except Exception as err:  # noqa: BLE001
+        _send(result_fd, {"fatal": f"the notebook cannot be read: {_error_text(err)}"}, cap)
+        _flush()
+        return
+    shell = _shell
+    if shell is None:
+        prepare()
+        shell = _shell
+    ns = shell.user_ns
+    records = []
+    run_cell = _type(shell).run_cell
+    for index, source in cells:
+        try:
+            result = run_cell(shell, source, store_history=True)
+            err = result.error_before_exec or result.error_in_exec
+        except BaseException as exc:  # noqa: BLE001
+            err = exc
+        only_main()
+        _flush()
+        records.append(
+            {"index": index, "ok": err is None, "error": None if err is None else _error_text(err)}
+        )
+    answers = {}
+    for name in plan.get("variables", []):
+        try:
+            answers[name] = read_answer(ns, name)
+        except BaseException as err:  # noqa: BLE001
+            answers[name] = {"kind": "unsupported", "type": f"unreadable ({_error_text(err)})"}
+    probes = {}
+    plan_probes = plan.get("probes", [])
+    budget = max(1024, (cap - _len(_encode(answers)) - 65536) // max(1, _len(plan_probes)))
+    for probe in plan_probes:
+        probes[probe["id"]] = _run_probe(probe, ns, budget)
+        only_main()
+    _flush()
+    _send(result_fd, {"harvest": {"cells": records, "answers": answers, "probes": probes}}, cap)
+
+
+def _apply_limits(limits: dict) -> None:
+    import resource
+
+    for name, key in (
+        ("RLIMIT_AS", "memory_bytes"),
+        ("RLIMIT_FSIZE", "file_bytes"),
+        ("RLIMIT_NOFILE", "open_files"),
+    ):
+        value = int(limits[key])
+        resource.setrlimit(getattr(resource, name), (value, value))
+    cpu = int(limits["cpu_seconds"])
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+
+
+def main_stdin() -> int:
+    """Docker entry point: request JSON on stdin, envelope on stdout, the log on stderr."""
+    request = json.loads(sys.stdin.buffer.read())
+    result_fd = os.dup(1)
+    os.dup2(2, 1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    name = os.path.basename(request["notebook_name"]) or "notebook.ipynb"
+    with open(name, "w", encoding="utf-8") as fh:
+        fh.write(request["notebook"])
+    prepare()
+    _apply_limits(request["limits"])
+    run_submission(os.path.abspath(name), request["plan"], result_fd, request["limits"])
+    _flush()
+    _exit(0)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--stdin"]:
+        sys.exit(main_stdin())
+    sys.exit("usage: harness.py --stdin  (request JSON on stdin)")

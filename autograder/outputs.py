@@ -1,0 +1,234 @@
+"""What grading produces: Gradescope results.json, feedback pages, CSVs, the instructor report.
+
+Everything here works on result documents (``dataclasses.asdict`` of a
+:class:`~autograder.grade.StudentResult`, as the gradebook stores them), so a resumed
+batch reports on every student graded so far.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+from collections import Counter, defaultdict
+from typing import Any
+
+Result = dict[str, Any]
+
+# --- Gradescope ----------------------------------------------------------------------
+
+
+def gradescope(result: Result, *, reveal: bool) -> dict[str, Any]:
+    """results.json per the Gradescope autograder specification.
+
+    Top-level ``score``, ``max_score``, ``output``; one test per part with ``name``,
+    ``score``, ``max_score``, ``output`` and ``visibility``.  Parts a person grades are
+    left out of the score and listed as pending.  Expected values appear only when the
+    policy reveals them (``reveal``), and the worked solutions only then.
+    """
+    tests = []
+    for g in result["parts"]:
+        v = g["verdict"]
+        name = f"Q{g['index']} {v['variable'] or v['part']}"
+        lines = [v["feedback"]]
+        if v["given"]:
+            lines.insert(0, f"Your answer: {v['given']}.")
+        if reveal and v["expected"]:
+            lines.append(f"Expected: {v['expected']}.")
+        test = {
+            "name": name,
+            "max_score": v["points"],
+            "output": " ".join(lines),
+            "visibility": "visible",
+        }
+        if v["score"] is not None:
+            test["score"] = round(v["score"], 4)
+        else:
+            test["output"] = "Pending: graded by a person."
+        tests.append(test)
+    output = [
+        f"{result['score']:g} / {result['max_score']:g} points (parts graded by a person "
+        "are pending)."
+    ]
+    if result["error"]:
+        output.append(f"Your notebook could not be run: {result['error']}.")
+    output += [f"Error in {e}" for e in result["cell_errors"]]
+    return {
+        "score": round(result["score"], 4),
+        "max_score": result["max_score"],
+        "output": "\n".join(output),
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+    }
+
+
+# --- feedback page -------------------------------------------------------------------
+
+_STYLE = """body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;color:#111;
+line-height:1.45}table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;
+padding:.35rem .5rem;text-align:left;vertical-align:top}.correct{color:#146c2e}
+.carried{color:#8a5a00}.misconception,.wrong,.wrong_unit,.missing,.unreadable{color:#a1131b}.pending{color:#555}
+.score{font-size:1.4rem}.solution{background:#f6f6f6;padding:.5rem 1rem;margin:.5rem 0}"""
+
+
+def feedback_html(result: Result, *, title: str, solutions: dict[str, str] | None) -> str:
+    """One student's page: per part the score, their value, the feedback; solutions by policy."""
+    rows = []
+    by_question: dict[int, list] = defaultdict(list)
+    for g in result["parts"]:
+        by_question[g["index"]].append(g)
+    for index in sorted(by_question):
+        parts = by_question[index]
+        rows.append(
+            f"<tr><th colspan=4>Question {index}. {html.escape(parts[0]['title'])}</th></tr>"
+        )
+        for g in parts:
+            v = g["verdict"]
+            score = "pending" if v["score"] is None else f"{v['score']:g} / {v['points']:g}"
+            expected = f"<br>expected: {html.escape(v['expected'])}" if v["expected"] else ""
+            rows.append(
+                f"<tr class={v['status']}><td>{html.escape(v['variable'] or v['part'])}</td>"
+                f"<td>{html.escape(v['given'] or '—')}{expected}</td><td>{score}</td>"
+                f"<td>{html.escape(v['feedback'])}</td></tr>"
+            )
+        if solutions and parts[0]["question"] in solutions:
+            rows.append(
+                f"<tr><td colspan=4><div class=solution><b>Worked solution.</b> "
+                f"{html.escape(solutions[parts[0]['question']])}</div></td></tr>"
+            )
+    error = (
+        f"<p class=wrong>Your notebook could not be run: {html.escape(result['error'])}</p>"
+        if result["error"]
+        else ""
+    )
+    cells = "".join(f"<li>{html.escape(e)}</li>" for e in result["cell_errors"])
+    cells = f"<p>Cells that raised an error:</p><ul>{cells}</ul>" if cells else ""
+    return (
+        f"<!doctype html><html lang=en><meta charset=utf-8><title>{html.escape(title)}</title>"
+        f"<style>{_STYLE}</style><h1>{html.escape(title)}</h1>"
+        f"<p class=score>{result['score']:g} / {result['max_score']:g} points</p>{error}{cells}"
+        "<table><tr><th>part</th><th>your answer</th><th>score</th><th>feedback</th></tr>"
+        + "".join(rows)
+        + "</table></html>\n"
+    )
+
+
+# --- CSVs ----------------------------------------------------------------------------
+
+
+def _question_scores(result: Result) -> dict[int, float]:
+    scores: dict[int, float] = defaultdict(float)
+    for g in result["parts"]:
+        scores[g["index"]] += g["verdict"]["score"] or 0.0
+    return scores
+
+
+def summary_csv(results: list[Result]) -> str:
+    """One row per student, one column per question, then total and error."""
+    indices = sorted({g["index"] for r in results for g in r["parts"]})
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["student_id", *(f"Q{i}" for i in indices), "total", "max", "error"])
+    for r in results:
+        q = _question_scores(r)
+        w.writerow(
+            [
+                r["student_id"],
+                *(f"{q.get(i, 0):g}" for i in indices),
+                f"{r['score']:g}",
+                f"{r['max_score']:g}",
+                r["error"] or "",
+            ]
+        )
+    return out.getvalue()
+
+
+def canvas_csv(results: list[Result], roster: dict[str, dict[str, str]], column: str) -> str:
+    """Canvas gradebook import: Student, ID, SIS User ID, SIS Login ID, Section, <column>."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", column])
+    w.writerow(
+        ["Points Possible", "", "", "", "", f"{results[0]['max_score']:g}" if results else ""]
+    )
+    for r in results:
+        s = roster.get(r["student_id"], {})
+        w.writerow(
+            [s.get("name", ""), "", r["student_id"], s.get("email", ""), "", f"{r['score']:g}"]
+        )
+    return out.getvalue()
+
+
+def moodle_csv(results: list[Result], roster: dict[str, dict[str, str]], column: str) -> str:
+    """Moodle grade import (mapped on the email address)."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["Email address", "ID number", column])
+    for r in results:
+        s = roster.get(r["student_id"], {})
+        w.writerow([s.get("email", ""), r["student_id"], f"{r['score']:g}"])
+    return out.getvalue()
+
+
+# --- instructor report ----------------------------------------------------------------
+
+
+def _bars(values: list[tuple[str, float]], *, maximum: float, unit: str = "") -> str:
+    """A horizontal bar chart as inline SVG (no script, no network)."""
+    height = 22 * len(values) + 10
+    bars = []
+    for i, (label, v) in enumerate(values):
+        width = 0 if maximum <= 0 else 300 * v / maximum
+        y = 5 + 22 * i
+        bars.append(
+            f"<text x=0 y={y + 14} font-size=12>{html.escape(label)}</text>"
+            f"<rect x=210 y={y} width={width:.1f} height=16 fill=#3b6ea5></rect>"
+            f"<text x={215 + width:.1f} y={y + 13} font-size=11>{v:g}{unit}</text>"
+        )
+    return f"<svg width=620 height={height} role=img>{''.join(bars)}</svg>"
+
+
+def instructor_report(results: list[Result], *, title: str, signals: dict[str, list[str]]) -> str:
+    """Score histogram, per-question success, misconception counts, errors, copy signals."""
+    n = len(results)
+    maximum = results[0]["max_score"] if results else 0
+    bins = Counter(min(9, int(10 * r["score"] / maximum)) if maximum else 0 for r in results)
+    histogram = [(f"{10 * b}–{10 * b + 10} %", float(bins.get(b, 0))) for b in range(10)]
+    success: dict[str, list[float]] = defaultdict(list)
+    misconceptions: Counter[str] = Counter()
+    statuses: Counter[str] = Counter()
+    for r in results:
+        for g in r["parts"]:
+            v = g["verdict"]
+            statuses[v["status"]] += 1
+            if v["score"] is not None and v["points"]:
+                success[f"Q{g['index']} {v['variable'] or v['part']}"].append(
+                    v["score"] / v["points"]
+                )
+            if v["misconception"]:
+                misconceptions[f"Q{g['index']} {v['misconception']}"] += 1
+    rates = [(k, round(100 * sum(v) / len(v), 1)) for k, v in success.items()]
+    errors = [f"{r['student_id']}: {r['error']}" for r in results if r["error"]]
+    copy = [f"{sid}: {s}" for sid, items in sorted(signals.items()) for s in items]
+    mean = sum(r["score"] for r in results) / n if n else 0
+
+    def items(lines: list[str]) -> str:
+        return (
+            "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>"
+            if lines
+            else "<p>none</p>"
+        )
+
+    return (
+        f"<!doctype html><html lang=en><meta charset=utf-8><title>{html.escape(title)}</title>"
+        f"<style>{_STYLE}</style><h1>{html.escape(title)}</h1>"
+        f"<p>{n} submissions; mean {mean:.1f} / {maximum:g}; "
+        f"{len(errors)} could not be run.</p>"
+        f"<h2>Scores</h2>{_bars(histogram, maximum=max(bins.values(), default=1))}"
+        f"<h2>Success rate per part</h2>{_bars(rates, maximum=100, unit=' %')}"
+        f"<h2>Misconceptions</h2>"
+        f"{_bars(misconceptions.most_common(), maximum=max(misconceptions.values(), default=1))}"
+        f"<h2>Errors</h2>{items(errors)}"
+        f"<h2>Copy signals (never penalised automatically)</h2>{items(copy)}</html>\n"
+    )

@@ -1,0 +1,964 @@
+"""Run untrusted student notebooks; get back plain, schema-checked data.
+
+The rule (DESIGN.md, "Grading without trusting the student"): student code runs only
+here, and only plain data comes back.  This module is the trusted side: it starts the
+warm executor (``executor.py``), hands it one submission at a time, enforces the wall
+timeout, caps what comes back and checks the harvest's schema.  It never imports,
+unpickles or calls anything the student wrote; it only parses JSON.
+
+Backends:
+
+- ``namespaces`` (default where ``unshare`` works, as root): a warm zygote in its own
+  mount/network/PID namespaces, with the ``hide`` paths, the project's folders and the
+  grader's home covered by empty tmpfs and every mount read-only; per submission a child
+  in fresh PID/mount/network/IPC/UTS namespaces, under its own uid (61000 + slot),
+  rlimits, no new privileges, a private tmpfs working directory holding only the notebook.
+  The end of the run, or the timeout, kills everything the notebook started.
+- ``process``: the fallback without namespaces (rlimits, setsid, the uid when root, the
+  timeout kills the process group, a private directory, a scrubbed environment); it logs
+  what is NOT isolated.
+- ``docker``: ``docker run --network none --read-only ...`` with the same harness inside
+  (see ``docker_command``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import logging
+import math
+import os
+import selectors
+import shutil
+import signal
+import site
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+HERE = Path(__file__).resolve().parent
+PROJECT_ROOT = HERE.parent
+HARNESS = HERE / "harness.py"
+EXECUTOR = HERE / "executor.py"
+
+UID_BASE = 61000  # student code runs as UID_BASE + slot, one slot per concurrent run
+UID_SLOTS = 1000
+GRACE_SECONDS = 10.0  # past the wall limit, before the grader stops waiting for a job
+DRAIN_SECONDS = 1.0  # after the job's end, for output still in the pipes
+EXIT_SETUP_FAILED = 125
+SETUP_TIMEOUT = 120.0
+DOCKER_START_SECONDS = 30.0
+# The child may import these from the warm executor instead of from disk.
+PRELOAD = ("numpy", "numpy.random", "IPython")
+ON_DEMAND = ("torch",)  # preloaded the first time a plan or notebook mentions it
+
+
+@dataclass(frozen=True)
+class Limits:
+    wall_seconds: float = 60.0  # whole run, then the whole process tree is killed
+    cpu_seconds: int = 60
+    memory_bytes: int = 6 * 2**30  # RLIMIT_AS (torch import needs a few GB of address space)
+    processes: int = 256  # RLIMIT_NPROC (threads count); student code runs as a non-root uid
+    file_bytes: int = 64 * 2**20  # RLIMIT_FSIZE
+    open_files: int = 256
+    output_bytes: int = 1 * 2**20  # stdout/stderr kept (the rest is dropped, not buffered)
+    harvest_bytes: int = 16 * 2**20
+
+
+@dataclass(frozen=True)
+class Probe:
+    id: str  # the code part's grade id, e.g. "q8-ring"
+    function: str  # name of the student's function in the notebook namespace
+    source: str  # Python source of the question's checks.py (defines probe())
+    seed: int  # grading seed (0 <= seed < 2**63)
+    params: dict  # the student's variant params (plain JSON data)
+
+
+@dataclass(frozen=True)
+class Plan:
+    variables: tuple[str, ...]  # answer variables to read after the cells ran
+    probes: tuple[Probe, ...] = ()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    harvest: dict | None  # plain data, schema-checked; None when the run failed
+    error: str | None  # "timed out after 60 s", "killed by signal 9 (memory?)", ...
+    seconds: float
+    isolation: str  # "namespaces", "process" (fallback) or "docker"
+    log: str  # tail of stdout/stderr, capped
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself cannot start (not a submission's error)."""
+
+
+class HarvestError(ValueError):
+    """What came back from the sandbox is not a harvest of the expected shape."""
+
+
+# --------------------------------------------------------------------------- harvest schema
+
+MAX_ERROR_CHARS = 2000
+MAX_TYPE_CHARS = 300
+MAX_STRING_CHARS = 1000
+MAX_DEPTH = 40
+NONFINITE = ("nan", "inf", "-inf")
+
+
+def _plain(value: Any, where: str, depth: int = 0) -> Any:
+    """A copy of ``value`` if it is JSON data (dict with str keys, list, str, int, float,
+    bool, None) nested at most MAX_DEPTH deep; else HarvestError."""
+    if depth > MAX_DEPTH:
+        raise HarvestError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+    t = type(value)
+    if value is None or t in (bool, int, float, str):
+        return value
+    if t is list:
+        return [_plain(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    if t is dict:
+        out = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                raise HarvestError(f"{where}: a key is not a string")
+            out[k] = _plain(v, f"{where}.{k}", depth + 1)
+        return out
+    raise HarvestError(f"{where}: {t.__name__} is not plain data")
+
+
+def _text(value: Any, where: str, limit: int) -> str:
+    if type(value) is not str:
+        raise HarvestError(f"{where}: expected a string")
+    if len(value) > limit:
+        raise HarvestError(f"{where}: longer than {limit} characters")
+    return value
+
+
+def _keys(doc: Any, where: str, required: set[str]) -> dict:
+    if type(doc) is not dict:
+        raise HarvestError(f"{where}: expected an object")
+    if set(doc) != required:
+        extra, missing = sorted(set(doc) - required), sorted(required - set(doc))
+        raise HarvestError(f"{where}: keys {extra} unexpected, {missing} missing")
+    return doc
+
+
+def _answer(doc: Any, where: str) -> dict:
+    if type(doc) is not dict or type(doc.get("kind")) is not str:
+        raise HarvestError(f"{where}: expected an object with a 'kind'")
+    kind = doc["kind"]
+    if kind == "number":
+        _keys(doc, where, {"kind", "value"})
+        value = doc["value"]
+        if type(value) is str and value in NONFINITE:
+            return {"kind": "number", "value": value}
+        if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
+            raise HarvestError(f"{where}: a number's value must be a finite number or {NONFINITE}")
+        return {"kind": "number", "value": value}
+    if kind == "string":
+        _keys(doc, where, {"kind", "value"})
+        return {"kind": "string", "value": _text(doc["value"], where, MAX_STRING_CHARS)}
+    if kind == "missing":
+        _keys(doc, where, {"kind"})
+        return {"kind": "missing"}
+    if kind == "unsupported":
+        _keys(doc, where, {"kind", "type"})
+        return {"kind": "unsupported", "type": _text(doc["type"], where, MAX_TYPE_CHARS)}
+    raise HarvestError(f"{where}: unknown kind {kind[:40]!r}")
+
+
+def check_harvest(doc: Any, plan: Plan) -> dict:
+    """A fresh copy of ``doc`` if it is exactly a harvest for ``plan`` (see the brief's
+    schema: cells, answers for every plan variable, results for every probe); else
+    HarvestError naming the first problem."""
+    _keys(doc, "harvest", {"cells", "answers", "probes"})
+    if type(doc["cells"]) is not list:
+        raise HarvestError("harvest.cells: expected a list")
+    cells = []
+    for i, cell in enumerate(doc["cells"]):
+        where = f"harvest.cells[{i}]"
+        _keys(cell, where, {"index", "ok", "error"})
+        if type(cell["index"]) is not int or cell["index"] < 0 or type(cell["ok"]) is not bool:
+            raise HarvestError(f"{where}: index must be a cell number and ok a boolean")
+        error = cell["error"]
+        if cell["ok"] and error is not None:
+            raise HarvestError(f"{where}: an ok cell has no error")
+        if not cell["ok"]:
+            error = _text(error, f"{where}.error", MAX_ERROR_CHARS)
+        cells.append({"index": cell["index"], "ok": cell["ok"], "error": error})
+    _keys(doc["answers"], "harvest.answers", set(plan.variables))
+    answers = {
+        name: _answer(doc["answers"][name], f"harvest.answers.{name}") for name in plan.variables
+    }
+    _keys(doc["probes"], "harvest.probes", {p.id for p in plan.probes})
+    probes = {}
+    for probe in plan.probes:
+        where = f"harvest.probes.{probe.id}"
+        result = doc["probes"][probe.id]
+        if type(result) is dict and result.get("ok") is True:
+            _keys(result, where, {"ok", "result"})
+            probes[probe.id] = {"ok": True, "result": _plain(result["result"], where)}
+        elif type(result) is dict and result.get("ok") is False:
+            _keys(result, where, {"ok", "error"})
+            probes[probe.id] = {
+                "ok": False,
+                "error": _text(result["error"], f"{where}.error", MAX_ERROR_CHARS),
+            }
+        else:
+            raise HarvestError(f"{where}: expected {{'ok': true, 'result': ...}} or an error")
+    return {"cells": cells, "answers": answers, "probes": probes}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class _Capture:
+    """The first quarter and the last three quarters of ``limit`` bytes of a stream;
+    what lies between is counted and dropped as it arrives."""
+
+    def __init__(self, limit: int):
+        self.head_limit = max(0, limit // 4)
+        self.tail_limit = max(0, limit - self.head_limit)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk and self.tail_limit:
+            self.tail += chunk
+            if len(self.tail) > 2 * self.tail_limit:
+                del self.tail[: len(self.tail) - self.tail_limit]
+
+    def text(self) -> str:
+        tail = bytes(self.tail[-self.tail_limit :]) if self.tail_limit else b""
+        dropped = self.total - len(self.head) - len(tail)
+        middle = f"\n[... {dropped} bytes of output dropped ...]\n".encode() if dropped else b""
+        return (bytes(self.head) + middle + tail).decode("utf-8", errors="replace")
+
+
+class _UidSlots:
+    """Machine-wide uids for concurrent runs, so that two graders on one machine never
+    share a uid (nor its RLIMIT_NPROC count).  A slot is held by binding an abstract unix
+    socket name: no file to clean up, and it is released when its holder dies."""
+
+    def acquire(self) -> tuple[int, socket.socket]:
+        for slot in range(UID_SLOTS):
+            uid = UID_BASE + slot
+            holder = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            try:
+                holder.bind(f"\0scalegrade-sandbox-uid-{uid}")
+                return uid, holder
+            except OSError:
+                holder.close()
+        raise SandboxError(f"all {UID_SLOTS} sandbox uids are in use")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _executor_env() -> dict[str, str]:
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/tmp",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        # The executor's heap on transparent huge pages: a fork copies one entry per 2 MiB
+        # instead of 512 (torch loaded: a fork 18 -> 6 ms; the ring's checks fork a dozen
+        # rank processes per submission).  Harmless where THP is off.
+        "PYTHONMALLOC": "malloc",
+        "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
+    }
+
+
+def _keep_paths() -> list[str]:
+    """What the sandboxed interpreter reads: its prefixes and site-packages."""
+    paths = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
+    paths.add(os.path.dirname(os.path.realpath(sys.executable)))
+    try:
+        paths.update(site.getsitepackages())
+    except AttributeError:
+        pass
+    return sorted({os.path.realpath(p) for p in paths if p and os.path.isdir(p)})
+
+
+def _traversable(path: str) -> bool:
+    """Whether any uid may reach ``path`` (every folder on the way has o+x)."""
+    current = "/"
+    for part in Path(path).parts[1:]:
+        current = os.path.join(current, part)
+        try:
+            if not os.stat(current).st_mode & stat.S_IXOTH:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _default_hide() -> list[str]:
+    """Hidden in every sandbox: the project (keys, templates, solutions, outputs; not the
+    virtual environment), the grader's home, temporary files and /run's sockets."""
+    paths = [str(PROJECT_ROOT), os.path.expanduser("~"), tempfile.gettempdir(), "/run"]
+    return [p for p in paths if os.path.abspath(p) not in _SYSTEM_DIRS]
+
+
+_SYSTEM_DIRS = frozenset(
+    ["/", "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/dev", "/proc", "/sys"]
+)
+
+
+def namespaces_available() -> bool:
+    """Whether this process may create mount/network/PID namespaces (needs root)."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        return False
+    probe = (
+        "import ctypes,sys; libc = ctypes.CDLL(None, use_errno=True); "
+        "sys.exit(0 if libc.unshare(0x20000|0x40000000|0x20000000|0x08000000|0x04000000) == 0"
+        " else 1)"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", probe], timeout=30, capture_output=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def docker_command(
+    *,
+    image: str,
+    limits: Limits,
+    name: str,
+    harness: Path = HARNESS,
+    gpus: str | None = None,
+    uid: int = UID_BASE,
+    docker: str = "docker",
+) -> list[str]:
+    """The ``docker run`` argv for one submission: no network, memory/CPU/pids limits, a
+    read-only root with tmpfs work and temp dirs, a non-root user, no capabilities, the
+    harness mounted read-only; the request goes in on stdin, the envelope comes out on
+    stdout and the log on stderr."""
+    scratch = max(16 << 20, 4 * limits.file_bytes)
+    cpu = int(limits.cpu_seconds)
+    argv = [
+        docker,
+        "run",
+        "--rm",
+        "-i",
+        "--name",
+        name,
+        "--network",
+        "none",
+        "--memory",
+        str(limits.memory_bytes),
+        "--memory-swap",
+        str(limits.memory_bytes),
+        "--cpus",
+        "1",
+        "--pids-limit",
+        str(limits.processes),
+        "--read-only",
+        "--tmpfs",
+        f"/tmp:rw,nosuid,nodev,size={scratch},mode=1777",
+        "--tmpfs",
+        f"/work:rw,nosuid,nodev,exec,size={scratch},uid={uid},gid={uid},mode=0700",
+        "--workdir",
+        "/work",
+        "--user",
+        f"{uid}:{uid}",
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+        "--init",
+        "--ulimit",
+        f"cpu={cpu}:{cpu + 1}",
+        "--ulimit",
+        f"fsize={limits.file_bytes}:{limits.file_bytes}",
+        "--ulimit",
+        f"nofile={limits.open_files}:{limits.open_files}",
+        "--ulimit",
+        "core=0:0",
+        "--env",
+        "HOME=/tmp",
+        "--env",
+        "IPYTHONDIR=/tmp/.ipython",
+        "--env",
+        "MPLBACKEND=Agg",
+        "--env",
+        "OMP_NUM_THREADS=1",
+        "--volume",
+        f"{harness}:/opt/scalegrade/harness.py:ro",
+    ]
+    if gpus:
+        argv += ["--gpus", gpus]
+    argv += [image, "python3", "-I", "/opt/scalegrade/harness.py", "--stdin"]
+    return argv
+
+
+def _plan_request(plan: Plan) -> dict:
+    return {
+        "variables": [str(v) for v in plan.variables],
+        "probes": [
+            {
+                "id": p.id,
+                "function": p.function,
+                "source": p.source,
+                "seed": int(p.seed),
+                "params_json": json.dumps(p.params, allow_nan=False),
+            }
+            for p in plan.probes
+        ],
+    }
+
+
+def _open_notebook(path: Path) -> int:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise IsADirectoryError(21, "not a regular file")
+    return fd
+
+
+# --------------------------------------------------------------------------- the executor
+
+
+class _Executor:
+    """The warm zygote process and its control socket."""
+
+    def __init__(
+        self, mode: str, hide: list[str], keep: list[str], base_dir: Path, stdlib: bool = False
+    ):
+        self.mode = mode
+        self.lock = threading.Lock()
+        self.preloaded: set[str] = set()
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        config = {
+            "mode": mode,
+            "hide": hide,
+            "keep": keep,
+            "base_dir": str(base_dir),
+            "harness": str(HARNESS),
+            "preload": list(PRELOAD),
+            "preload_stdlib": stdlib,
+        }
+        self.log_path = base_dir / f"executor-{mode}.log"
+        with open(self.log_path, "ab") as errlog:
+            self.proc = subprocess.Popen(
+                # -s -P -B: -I without -E, so that PYTHONMALLOC applies; the environment
+                # is ours (_executor_env), nothing of the grader's
+                [sys.executable, "-s", "-P", "-B", str(EXECUTOR), str(child.fileno())],
+                pass_fds=[child.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=errlog,
+                env=_executor_env(),
+                cwd="/",
+                start_new_session=True,
+            )
+        child.close()
+        self.ctrl = parent
+        try:
+            parent.settimeout(SETUP_TIMEOUT)
+            parent.send(json.dumps(config).encode())  # not in argv: /proc/PID/cmdline
+            reply = json.loads(parent.recv(1 << 16) or b"{}")
+        except (OSError, ValueError) as err:
+            reply = {"ready": False, "error": f"no answer from the executor ({err})"}
+        finally:
+            parent.settimeout(None)
+        if not reply.get("ready"):
+            self.close()
+            detail = reply.get("error") or self._log_tail() or "it exited"
+            raise SandboxError(f"the {mode} executor did not start: {detail}")
+        self.preloaded.update(reply.get("preloaded", []))
+        if reply.get("failed"):
+            log.warning("sandbox: could not preload %s", reply["failed"])
+        if reply.get("readonly_failed"):
+            log.debug("sandbox: mounts left writable: %s", reply["readonly_failed"])
+
+    def _log_tail(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-2000:].strip()
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, message: dict, fds: Sequence[int] = ()) -> None:
+        with self.lock:
+            socket.send_fds(self.ctrl, [json.dumps(message).encode()], list(fds))
+
+    def kill(self, job: int) -> None:
+        try:
+            self.send({"op": "kill", "job": job})
+        except OSError:
+            pass
+
+    def preload(self, modules: Sequence[str]) -> None:
+        wanted = [m for m in modules if m not in self.preloaded]
+        if not wanted:
+            return
+        with self.lock:
+            wanted = [m for m in modules if m not in self.preloaded]
+            if not wanted:
+                return
+            socket.send_fds(
+                self.ctrl, [json.dumps({"op": "preload", "modules": wanted}).encode()], []
+            )
+            self.ctrl.settimeout(SETUP_TIMEOUT)
+            try:
+                reply = json.loads(self.ctrl.recv(1 << 16) or b"{}")
+            finally:
+                self.ctrl.settimeout(None)
+            self.preloaded.update(wanted)  # a failed import is not retried per submission
+            if reply.get("failed"):
+                log.warning("sandbox: could not preload %s", reply["failed"])
+
+    def close(self) -> None:
+        try:
+            self.ctrl.close()  # the zygote sees EOF, kills its jobs and exits
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class _State:
+    """What a Sandbox must release, kept apart so that a finalizer can release it."""
+
+    def __init__(self, base_dir: Path):
+        self.base_dir = base_dir
+        self.executor: _Executor | None = None
+        self.retired: list[socket.socket] = []  # uid slots of runs whose end is unconfirmed
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.close()
+            self.executor = None
+        for holder in self.retired:
+            holder.close()
+        self.retired.clear()
+        shutil.rmtree(self.base_dir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- the sandbox
+
+
+class Sandbox:
+    """Runs notebooks in isolation; a warm executor lives as long as the Sandbox.
+
+    ``hide``: paths the notebook must not see (keys, gradebook, submissions, the output
+    folder, a secret file); the project's folders, the grader's home and temporary files
+    are always hidden.  ``run`` is thread-safe.
+    """
+
+    def __init__(
+        self,
+        *,
+        backend: str = "auto",
+        limits: Limits = Limits(),  # noqa: B008 - frozen
+        hide: Sequence[Path] = (),
+        image: str | None = None,
+        gpus: str | None = None,
+    ):
+        if backend not in ("auto", "namespaces", "process", "docker"):
+            raise ValueError(f"unknown sandbox backend {backend!r}")
+        if backend == "docker" and not image:
+            raise ValueError("the docker backend needs an image (--image)")
+        self.limits = limits
+        self.image = image
+        self.gpus = gpus
+        self.hide = [os.path.abspath(p) for p in hide]
+        for path in self.hide:
+            if path in _SYSTEM_DIRS:
+                raise ValueError(f"cannot hide {path}: the sandbox runs on it")
+        self._jobs = itertools.count(1)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._uids = _UidSlots() if os.geteuid() == 0 else None
+        base_dir = Path(tempfile.mkdtemp(prefix="scalegrade-sandbox-"))
+        os.chmod(base_dir, 0o711)  # process mode: run dirs inside are the slot uid's
+        self._state = _State(base_dir)
+        self._finalizer = weakref.finalize(self, self._state.close)
+        self.isolation = backend
+        if backend == "docker":
+            return
+        try:
+            if backend == "auto":
+                try:
+                    self._start("namespaces")
+                except SandboxError as err:
+                    self._start("process", reason=str(err))
+            else:
+                self._start(backend)
+        except BaseException:
+            self._finalizer()
+            raise
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def _start(self, mode: str, reason: str | None = None) -> None:
+        hide = _default_hide() + self.hide
+        keep = _keep_paths()
+        root = os.geteuid() == 0
+        # Without a mount namespace, an interpreter under a folder others may not enter
+        # (pyenv in /root) is unreadable to the student's uid: preload the stdlib then.
+        closed = [p for p in keep if not _traversable(p)] if mode == "process" and root else []
+        self._state.executor = _Executor(mode, hide, keep, self._state.base_dir, bool(closed))
+        self.isolation = mode
+        if mode == "process":
+            why = reason or "backend 'process' was asked for"
+            if root:
+                who = (
+                    f"student code runs as uid {UID_BASE}+slot (so it cannot signal the "
+                    "grader), and every process of that uid is killed after the run"
+                )
+            else:
+                who = (
+                    "student code runs as the grader's own user: it CAN signal the grader, "
+                    "and processes it detaches (setsid) outlive the run"
+                )
+            log.warning(
+                "sandbox: Linux namespaces are not used (%s). Falling back to process "
+                "isolation: rlimits, its own session, a private working directory and a "
+                "scrubbed environment; %s. NOT isolated: the network is reachable, and every "
+                "file the student's uid can read is readable (keys, other submissions, the "
+                "gradebook, the paths to hide %s) unless file permissions forbid it.",
+                why,
+                who,
+                hide,
+            )
+            if closed:
+                log.warning(
+                    "sandbox: the interpreter's files under %s are not readable by the "
+                    "student's uid; the standard library is preloaded instead.",
+                    closed,
+                )
+
+    def _executor(self) -> _Executor:
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the sandbox is closed")
+            executor = self._state.executor
+            if executor is None or not executor.alive():
+                log.warning("sandbox: the %s executor stopped; starting a new one", self.isolation)
+                if executor is not None:
+                    executor.close()
+                self._state.executor = None
+                self._start(self.isolation)
+            return self._state.executor
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self._finalizer()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- running
+
+    def run(self, notebook: Path, plan: Plan) -> Outcome:
+        """Run ``notebook``'s code cells in order, then read ``plan``'s variables and run
+        its probes; the harvest is schema-checked plain data, or ``error`` says why not."""
+        start = time.monotonic()
+
+        def failed(message: str, log_text: str = "") -> Outcome:
+            return Outcome(None, message, time.monotonic() - start, self.isolation, log_text)
+
+        try:
+            plan_request = _plan_request(plan)
+        except (TypeError, ValueError) as err:
+            return failed(f"the plan is not JSON data: {err}")
+        try:
+            nb_fd = _open_notebook(Path(notebook))
+        except OSError as err:
+            return failed(f"{notebook}: cannot read the notebook ({err.strerror or err})")
+        try:
+            if self.isolation == "docker":
+                return self._run_docker(nb_fd, Path(notebook).name, plan, plan_request, start)
+            return self._run_local(nb_fd, Path(notebook).name, plan, plan_request, start)
+        except (SandboxError, OSError) as err:  # the sandbox's trouble, recorded per submission
+            return failed(f"the sandbox is unavailable: {err}")
+        finally:
+            os.close(nb_fd)
+
+    def _wants_torch(self, plan: Plan, nb_fd: int) -> bool:
+        if any("torch" in p.source for p in plan.probes):
+            return True
+        size = os.fstat(nb_fd).st_size
+        return b"torch" in os.pread(nb_fd, min(size, 64 << 20), 0)
+
+    def _run_local(
+        self, nb_fd: int, name: str, plan: Plan, plan_request: dict, start: float
+    ) -> Outcome:
+        executor = self._executor()
+        if not set(ON_DEMAND) <= executor.preloaded and self._wants_torch(plan, nb_fd):
+            try:
+                executor.preload(ON_DEMAND)
+            except (OSError, ValueError) as err:  # slower (imported per submission), not wrong
+                log.warning("sandbox: preloading %s failed: %s", ON_DEMAND, err)
+        uid, uid_lock = self._uids.acquire() if self._uids else (None, None)
+        job = next(self._jobs)
+        request = {
+            "job": job,
+            "uid": uid,
+            "limits": dataclasses.asdict(self.limits),
+            "plan": plan_request,
+            "notebook_name": os.path.basename(name) or "notebook.ipynb",
+        }
+        out_r, out_w = os.pipe()
+        res_r, res_w = os.pipe()
+        st_r, st_w = os.pipe()
+        memfd = os.memfd_create("scalegrade-request", os.MFD_CLOEXEC)
+        retired = False
+        try:
+            os.write(memfd, json.dumps(request).encode())
+            os.lseek(memfd, 0, os.SEEK_SET)
+            try:
+                executor.send({"op": "run", "job": job}, [memfd, nb_fd, out_w, res_w, st_w])
+            except OSError as err:
+                return Outcome(
+                    None,
+                    f"the sandbox executor is not answering ({err})",
+                    time.monotonic() - start,
+                    self.isolation,
+                    "",
+                )
+            finally:
+                for fd in (memfd, out_w, res_w, st_w):
+                    os.close(fd)
+                memfd = -1
+            outcome, retired = self._collect(executor, job, out_r, res_r, st_r, plan, start)
+            return outcome
+        finally:
+            for fd in (out_r, res_r, st_r) + ((memfd,) if memfd >= 0 else ()):
+                os.close(fd)
+            if uid_lock is not None:
+                if retired:  # its processes may still live: the uid stays locked until close()
+                    self._state.retired.append(uid_lock)
+                else:
+                    uid_lock.close()
+
+    def _collect(self, executor, job, out_r, res_r, st_r, plan, start):
+        limits = self.limits
+        capture = _Capture(limits.output_bytes)
+        result = bytearray()
+        oversize = False
+        status = bytearray()
+        events: list[dict] = []
+        sel = selectors.DefaultSelector()
+        for fd in (out_r, res_r, st_r):
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ)
+        deadline = time.monotonic() + limits.wall_seconds + GRACE_SECONDS  # from the hand-over
+        kill_sent = False
+        ended_at = None
+        try:
+            while sel.get_map():
+                now = time.monotonic()
+                until = deadline if ended_at is None else ended_at + DRAIN_SECONDS
+                if now >= until:
+                    if ended_at is not None or kill_sent:
+                        break
+                    executor.kill(job)  # the job's own supervisor did not end it: the zygote
+                    kill_sent = True
+                    deadline = now + 5.0
+                    continue
+                for key, _ in sel.select(until - now):
+                    try:
+                        chunk = os.read(key.fd, 1 << 16)
+                    except BlockingIOError:
+                        continue
+                    if not chunk:
+                        sel.unregister(key.fd)
+                    elif key.fd == out_r:
+                        capture.add(chunk)
+                    elif key.fd == res_r:
+                        if len(result) + len(chunk) <= limits.harvest_bytes:
+                            result += chunk
+                        else:
+                            oversize = True
+                    else:
+                        status += chunk
+                        *lines, rest = bytes(status).split(b"\n")
+                        status = bytearray(rest)
+                        for line in lines:
+                            try:
+                                event = json.loads(line)
+                            except ValueError:
+                                continue
+                            if type(event) is dict:
+                                events.append(event)
+                                if event.get("event") in ("exit", "error") and ended_at is None:
+                                    ended_at = time.monotonic()
+        finally:
+            sel.close()
+        exit_event = next((e for e in events if e.get("event") == "exit"), None)
+        error_event = next((e for e in events if e.get("event") == "error"), None)
+        retired = exit_event is None and error_event is None
+        outcome_error, harvest = self._interpret(
+            exit_event, error_event, bytes(result), oversize, plan, kill_sent
+        )
+        return (
+            Outcome(
+                harvest, outcome_error, time.monotonic() - start, self.isolation, capture.text()
+            ),
+            retired,
+        )
+
+    def _interpret(self, exit_event, error_event, result, oversize, plan, kill_sent):
+        """(error, harvest) from how the job ended and what it sent."""
+        limits = self.limits
+        if exit_event is None:
+            if error_event is not None:
+                return f"the sandbox failed: {str(error_event.get('message'))[:500]}", None
+            if kill_sent:
+                return (
+                    f"the sandbox did not stop within {limits.wall_seconds:g} s "
+                    f"(+{GRACE_SECONDS:g} s) and was killed",
+                    None,
+                )
+            return "the sandbox executor stopped during the run", None
+        if exit_event.get("timed_out"):
+            return f"timed out after {limits.wall_seconds:g} s", None
+        number = exit_event.get("signal")
+        if type(number) is int:
+            if number == signal.SIGKILL:
+                return "killed by signal 9 (memory?)", None
+            if number == signal.SIGXCPU:
+                return f"CPU time limit exceeded ({limits.cpu_seconds} s)", None
+            return f"killed by signal {number} ({_signal_name(number)})", None
+        code = exit_event.get("code")
+        if error_event is not None:
+            return f"the sandbox failed: {str(error_event.get('message'))[:500]}", None
+        if code == EXIT_SETUP_FAILED:
+            return "the sandbox could not run the notebook (see the log)", None
+        if oversize:
+            return f"the harvest is larger than {limits.harvest_bytes} bytes", None
+        if not result:
+            return f"the notebook ended the process (exit code {code}) before the harvest", None
+        return self._envelope(result, plan, code)
+
+    def _envelope(self, result: bytes, plan: Plan, code) -> tuple[str | None, dict | None]:
+        try:
+            envelope = json.loads(result.decode("utf-8"))
+        except (ValueError, RecursionError):
+            return "harvest is not valid JSON", None
+        if type(envelope) is dict and set(envelope) == {"fatal"}:
+            if type(envelope["fatal"]) is str:
+                return envelope["fatal"][:MAX_ERROR_CHARS], None
+        if type(envelope) is not dict or set(envelope) != {"harvest"}:
+            return "harvest is malformed: expected {'harvest': ...}", None
+        if code not in (0, None):
+            return f"the notebook ended the process (exit code {code}) after the harvest", None
+        try:
+            return None, check_harvest(envelope["harvest"], plan)
+        except HarvestError as err:
+            return f"harvest is malformed: {err}", None
+        except RecursionError:
+            return "harvest is malformed: nested too deeply", None
+
+    # ----------------------------------------------------------------- docker
+
+    def _run_docker(
+        self, nb_fd: int, name: str, plan: Plan, plan_request: dict, start: float
+    ) -> Outcome:
+        limits = self.limits
+        data = os.read(nb_fd, limits.file_bytes + 1)
+        if len(data) > limits.file_bytes:
+            return Outcome(None, "the notebook is too large", 0.0, "docker", "")
+        request = {
+            "notebook_name": os.path.basename(name) or "notebook.ipynb",
+            "notebook": data.decode("utf-8", errors="replace"),
+            "plan": plan_request,
+            "limits": dataclasses.asdict(limits),
+        }
+        container = f"scalegrade-{uuid.uuid4().hex[:16]}"
+        argv = docker_command(image=self.image, limits=limits, name=container, gpus=self.gpus)
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+        except OSError as err:
+            return Outcome(None, f"docker did not start: {err}", 0.0, "docker", "")
+        payload = json.dumps(request).encode()
+
+        def feed() -> None:
+            try:
+                proc.stdin.write(payload)
+                proc.stdin.close()
+            except OSError:
+                pass
+
+        threading.Thread(target=feed, daemon=True).start()
+        capture = _Capture(limits.output_bytes)
+        result = bytearray()
+        oversize = False
+        deadline = start + limits.wall_seconds + DOCKER_START_SECONDS
+        timed_out = False
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        sel.register(proc.stderr, selectors.EVENT_READ)
+        try:
+            while sel.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    timed_out = True
+                    subprocess.run([argv[0], "kill", container], capture_output=True, timeout=30)
+                    proc.kill()
+                    break
+                for key, _ in sel.select(left):
+                    chunk = os.read(key.fd, 1 << 16)
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                    elif key.fileobj is proc.stderr:
+                        capture.add(chunk)
+                    elif len(result) + len(chunk) <= limits.harvest_bytes:
+                        result += chunk
+                    else:
+                        oversize = True
+        finally:
+            sel.close()
+        code = proc.wait()
+        exit_event = {"event": "exit", "timed_out": timed_out}
+        if code < 0:
+            exit_event["signal"] = -code
+        elif code == 137:
+            exit_event["signal"] = signal.SIGKILL
+        else:
+            exit_event["code"] = code
+        error, harvest = self._interpret(exit_event, None, bytes(result), oversize, plan, False)
+        return Outcome(harvest, error, time.monotonic() - start, "docker", capture.text())

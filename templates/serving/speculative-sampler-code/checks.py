@@ -1,0 +1,257 @@
+"""Checks of the speculative sampler code part (000 §6.4, Theorem 6.11, Exercise 12).
+
+``probe`` runs in the sandbox: it calls the student's ``speculative_step(p, q, rng)``
+N_DRAWS times on one target p and draft q drawn from the seed, with a generator seeded
+from the grading seed (so the same submission always gets the same grade), and returns
+the counts of the output tokens, of the accepted drafts and of the tokens sampled after
+a rejection.  ``grade`` runs in the trusted process: it redraws p and q and applies
+chi-square tests and a binomial test, each at the false-fail rate FALSE_FAIL.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import random
+import sys
+import time
+from statistics import NormalDist
+
+import numpy as np
+
+N_DRAWS = 15_000  # about 1 s for a plain NumPy implementation
+FALSE_FAIL = 1e-4  # per statistical test: a correct sampler fails a test this rarely
+SLOW_SECONDS = 25.0  # a sampler slower than this for N_DRAWS draws is stopped
+MIN_EXPECTED = 5.0  # chi-square cells expecting fewer draws are pooled
+
+# --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
+
+
+def dists(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Target p and draft q on V in 4..8 tokens, every probability >= 0.3/V, α in [0.55, 0.85]."""
+    rng = np.random.default_rng([seed, 20])
+    while True:
+        v = int(rng.integers(4, 9))
+        p = 0.7 * rng.dirichlet(np.ones(v)) + 0.3 / v
+        q = 0.7 * rng.dirichlet(np.ones(v)) + 0.3 / v
+        p, q = p / p.sum(), q / q.sum()
+        if 0.55 <= np.minimum(p, q).sum() <= 0.85:
+            return p, q
+
+
+def _parse(res, v: int) -> tuple[int, bool] | str:
+    """(token, accepted) from what the student returned, or why it is not that."""
+    if not isinstance(res, tuple | list) or len(res) != 2:
+        return f"returned {type(res).__name__}, not a (token, accepted) pair"
+    token, accepted = res
+    if isinstance(token, bool | np.bool_):
+        return "the token is a bool"
+    try:
+        token = operator.index(token)
+    except TypeError:
+        return f"the token is a {type(token).__name__}, not an int"
+    if not 0 <= token < v:
+        return f"token {token} outside the vocabulary 0..{v - 1}"
+    if not isinstance(accepted, bool | np.bool_):
+        return f"accepted is a {type(accepted).__name__}, not a bool"
+    return token, bool(accepted)
+
+
+def probe(student, seed: int, params: dict) -> dict:
+    """Call ``speculative_step`` N_DRAWS times; return token counts (plain data)."""
+    p, q = dists(seed)
+    v = len(p)
+    stream = int(np.random.default_rng([seed, 21]).integers(2**62))
+    rng = np.random.default_rng(stream)
+    np.random.seed(stream % 2**32)  # reproducible even if the global generators are used
+    random.seed(stream)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(stream)
+    output, accepted, rejected = np.zeros(v, int), np.zeros(v, int), np.zeros(v, int)
+    invalid, example, error = 0, None, None
+    start = time.monotonic()
+    draws = 0
+    for draws in range(1, N_DRAWS + 1):  # noqa: B007 - draws is read after the loop
+        try:
+            res = _parse(student(p.copy(), q.copy(), rng), v)
+        except BaseException as err:  # noqa: BLE001 - anything the student raises
+            error = f"{type(err).__name__}: {err}"[:300]
+            break
+        if isinstance(res, str):
+            invalid += 1
+            example = example or res
+        else:
+            output[res[0]] += 1
+            (accepted if res[1] else rejected)[res[0]] += 1
+        if time.monotonic() - start > SLOW_SECONDS:
+            error = f"stopped after {draws} draws in {SLOW_SECONDS:g} s: too slow"
+            break
+    return {
+        "vocab": v,
+        "draws": draws,
+        "output": output.tolist(),
+        "accepted": accepted.tolist(),
+        "rejected": rejected.tolist(),
+        "invalid": invalid,
+        "invalid_example": example,
+        "error": error,
+    }
+
+
+# --- statistics (trusted) ----------------------------------------------------------------
+
+
+def chi2_sf(x: float, dof: int) -> float:
+    """P(χ²_dof > x): the regularized upper incomplete gamma Q(dof/2, x/2)."""
+    if x <= 0:
+        return 1.0
+    a, x = dof / 2, x / 2
+    log_front = -x + a * math.log(x) - math.lgamma(a)
+    if x < a + 1:  # series for the lower function P
+        term = total = 1 / a
+        n = a
+        for _ in range(10_000):
+            n += 1
+            term *= x / n
+            total += term
+            if term < total * 1e-16:
+                break
+        return max(0.0, 1.0 - total * math.exp(log_front))
+    tiny = 1e-300  # continued fraction for Q (modified Lentz)
+    b = x + 1 - a
+    c, d = 1 / tiny, 1 / b
+    h = d
+    for i in range(1, 10_000):
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1 / d
+        h *= d * c
+        if abs(d * c - 1) < 1e-16:
+            break
+    return min(1.0, math.exp(log_front) * h)
+
+
+def chi2_test(observed: np.ndarray, probs: np.ndarray) -> tuple[float, int, float]:
+    """Pearson's χ² of counts against probabilities (cells expecting < 5 pooled): χ², dof, P."""
+    total = observed.sum()
+    expected = total * probs
+    small = expected < MIN_EXPECTED
+    obs, exp = list(observed[~small]), list(expected[~small])
+    if small.any():
+        obs.append(observed[small].sum())
+        exp.append(expected[small].sum())
+        if exp[-1] < MIN_EXPECTED and len(exp) > 1:  # pool the pool into the smallest cell
+            i = int(np.argmin(exp[:-1]))
+            obs[i] += obs.pop()
+            exp[i] += exp.pop()
+    obs_a, exp_a = np.array(obs, dtype=float), np.array(exp, dtype=float)
+    stat = float(np.sum((obs_a - exp_a) ** 2 / exp_a))
+    dof = len(exp_a) - 1
+    return stat, dof, (chi2_sf(stat, dof) if dof > 0 else 1.0)
+
+
+def _prop(name: str, weight: float, score: float, message: str) -> dict:
+    return {
+        "name": name,
+        "weight": weight,
+        "score": float(min(1.0, max(0.0, score))),
+        "message": message,
+    }
+
+
+def _counts(x, v: int) -> np.ndarray | None:
+    if not (isinstance(x, list) and len(x) == v and all(type(c) is int and c >= 0 for c in x)):
+        return None
+    return np.array(x, dtype=np.int64)
+
+
+def _verdict(what: str, observed: np.ndarray, probs: np.ndarray, rule: str) -> tuple[bool, str]:
+    stat, dof, pval = chi2_test(observed, probs)
+    ok = pval >= FALSE_FAIL
+    test = f"χ² = {stat:.1f} on {dof} degrees of freedom, p-value {pval:.2g}"
+    if ok:
+        return True, f"{what} pass the chi-square test ({test} ≥ {FALSE_FAIL:g})."
+    return False, f"{what} fail the chi-square test ({test} < {FALSE_FAIL:g}): {rule}"
+
+
+def grade(result: dict, seed: int, params: dict) -> list[dict]:
+    """Test the counts against p, min(p, q)/α, the residual and α, redrawn from the seed."""
+    p, q = dists(seed)
+    v = len(p)
+    alpha = float(np.minimum(p, q).sum())
+    names = [
+        ("output tokens follow the target p", 3.0),
+        ("acceptance rate is 1 − TV(p, q)", 2.0),
+        ("accepted drafts follow min(p, q)/α", 1.0),
+        ("after a rejection, tokens follow the residual (p − q)₊ normalised", 2.0),
+    ]
+    r = result if isinstance(result, dict) else {}
+    out, acc, rej = (_counts(r.get(k), v) for k in ("output", "accepted", "rejected"))
+    if out is None or acc is None or rej is None or not np.array_equal(out, acc + rej):
+        return [_prop(n, w, 0, "The sampler's probe returned no usable counts.") for n, w in names]
+    n = int(out.sum())
+    error = r.get("error") if isinstance(r.get("error"), str) else None
+    invalid = r.get("invalid") if type(r.get("invalid")) is int else 0
+    if error or invalid or n < N_DRAWS:
+        why = error or f"{invalid} of {N_DRAWS} calls: {r.get('invalid_example')}"
+        msg = f"speculative_step must return (token, accepted) on every call; {why}"
+        return [_prop(name, w, 0, msg) for name, w in names]
+    props = []
+    ok, msg = _verdict(
+        f"The {n} output tokens",
+        out,
+        p,
+        "speculative sampling must reproduce the target distribution exactly (Theorem 6.11).",
+    )
+    props.append(_prop(*names[0], ok, msg))
+
+    a = int(acc.sum())
+    z = (a - n * alpha) / math.sqrt(n * alpha * (1 - alpha))
+    z_max = NormalDist().inv_cdf(1 - FALSE_FAIL / 2)
+    msg = (
+        f"The measured acceptance rate {a / n:.3f} over {n} draws is {abs(z):.1f} standard "
+        f"deviations from 1 − TV(p, q) (tolerance {z_max:.2f}, false-fail rate {FALSE_FAIL:g})"
+    )
+    if abs(z) > z_max:
+        msg += ": keep the draft x ~ q with probability min(1, p(x)/q(x))"
+    props.append(_prop(*names[1], abs(z) <= z_max, msg + "."))
+
+    if a == 0:
+        props.append(_prop(*names[2], 0, "No draft was ever accepted."))
+    else:
+        ok, msg = _verdict(
+            f"The {a} accepted drafts",
+            acc,
+            np.minimum(p, q) / alpha,
+            "a draft x ~ q kept with probability min(1, p(x)/q(x)) follows min(p, q)/α.",
+        )
+        props.append(_prop(*names[2], ok, msg))
+
+    residual = np.maximum(p - q, 0.0)
+    residual /= residual.sum()
+    k = int(rej.sum())
+    stray = int(rej[residual == 0].sum())
+    if k == 0:
+        props.append(_prop(*names[3], 0, "No draft was ever rejected."))
+    elif stray:
+        props.append(
+            _prop(
+                *names[3],
+                0,
+                f"{stray} of the {k} tokens sampled after a rejection are tokens with p ≤ q, which "
+                "the residual (p − q)₊ never gives.",
+            )
+        )
+    else:
+        ok, msg = _verdict(
+            f"The {k} tokens sampled after a rejection",
+            rej[residual > 0],
+            residual[residual > 0],
+            "after a rejection, sample from (p − q)₊ divided by its sum 1 − α (Theorem 6.11).",
+        )
+        props.append(_prop(*names[3], ok, msg))
+    return props

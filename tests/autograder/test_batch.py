@@ -1,0 +1,124 @@
+"""`scalegrade grade` end to end: release, simulated submissions, sandboxed grading, reports.
+
+Real parts throughout: the generator's release, the namespace sandbox, the comparison,
+the SQLite gradebook.  The scenarios are the demo's (scalegrade/demo.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autograder.batch import grade_batch
+from autograder.sandbox import Limits, Sandbox
+from generator import assignment
+from generator.release import release
+from generator.roster import parse
+from scalegrade.demo import SCENARIOS, simulate
+
+N = len(SCENARIOS) + 2  # every scenario, and two honest students
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("course")
+    roster = parse(
+        "student_id,name,email\n" + "".join(f"s{i:02d},S {i},s{i}@x\n" for i in range(N))
+    )
+    release(
+        assignment.load("tdlsm/hw1"),
+        roster,
+        secret=b"k" * 32,
+        out=root / "hw1",
+        with_solutions=True,
+    )
+    played = simulate(root / "hw1" / "release", root / "hw1" / "keys", root / "subs")
+    hide = [root / "hw1", root / "grades"]
+    with Sandbox(limits=Limits(wall_seconds=60), hide=hide) as sandbox:
+        summary = grade_batch(
+            root / "hw1" / "keys", root / "subs", root / "grades", sandbox=sandbox, reveal=False
+        )
+    by_scenario = {played[r["student_id"]]: r for r in summary.results}
+    honest = [r for r in summary.results if played[r["student_id"]] == "honest"]
+    return root, summary, by_scenario, honest
+
+
+def _auto(result):
+    return [g["verdict"] for g in result["parts"] if g["verdict"]["score"] is not None]
+
+
+def test_honest_submissions_earn_every_autograded_point(graded):
+    _, _, _, honest = graded
+    for r in honest:
+        assert not r["error"]
+        lost = [
+            (v["variable"], v["status"], v["feedback"])
+            for v in _auto(r)
+            if v["score"] < v["points"] - 1e-9
+        ]
+        assert not lost
+
+
+def test_each_mistake_costs_exactly_its_part_with_the_right_feedback(graded):
+    _, _, s, honest = graded
+    full = sum(v["points"] for v in _auto(honest[0]))
+
+    def lost(name):
+        return [v for v in _auto(s[name]) if v["score"] < v["points"] - 1e-9]
+
+    (gib,) = lost("GiB read as GB")
+    assert gib["status"] == "misconception" and "GiB" in gib["feedback"]
+    flops = lost("forward-only FLOPs")
+    assert {v["status"] for v in flops} <= {"misconception", "carried"}
+    assert any("backward" in v["feedback"] for v in flops)
+    (steps,) = lost("p instead of p - 1")
+    assert steps["status"] in ("misconception", "wrong")
+    ring = lost("sum() ring")
+    assert len(ring) == 1 and ring[0]["status"] == "code" and 0 < ring[0]["score"]
+    assert s["cell raises"]["cell_errors"] and s["cell raises"]["score"] == pytest.approx(
+        honest[0]["score"]
+    )
+    assert s["empty notebook"]["score"] == 0
+    assert full > 0
+
+
+def test_the_cheating_notebook_earns_nothing_and_reads_no_key(graded):
+    root, _, s, _ = graded
+    cheat = s["cheating notebook"]
+    assert cheat["score"] == 0
+    n_params = next(v for v in _auto(cheat) if v["variable"] == "q1_n_params")
+    assert n_params["status"] == "unreadable"
+
+
+def test_outputs_are_written_and_a_rerun_skips_what_is_unchanged(graded):
+    root, summary, _, _ = graded
+    assert summary.graded + summary.errors == N
+    for r in summary.results:
+        doc = json.loads((root / "grades" / r["student_id"] / "results.json").read_text())
+        assert doc["score"] == pytest.approx(r["score"], abs=1e-3)
+        assert (root / "grades" / r["student_id"] / "feedback.html").is_file()
+    for name in ("summary.csv", "canvas.csv", "moodle.csv", "report.html", "gradebook.sqlite"):
+        assert (root / "grades" / name).is_file()
+    with Sandbox(limits=Limits(wall_seconds=60), hide=[root / "hw1"]) as sandbox:
+        again = grade_batch(
+            root / "hw1" / "keys", root / "subs", root / "grades", sandbox=sandbox, reveal=False
+        )
+    assert again.skipped == N and again.graded == 0
+    assert [r["score"] for r in again.results] == [r["score"] for r in summary.results]
+
+
+def test_a_submission_without_a_key_or_notebook_is_a_recorded_error(graded, tmp_path: Path):
+    root, _, _, _ = graded
+    subs = tmp_path / "subs"
+    (subs / "stranger").mkdir(parents=True)
+    (subs / "stranger" / "hw1.ipynb").write_text("{}")
+    (subs / "s00").mkdir()
+    with Sandbox(limits=Limits(wall_seconds=30), hide=[root / "hw1"]) as sandbox:
+        summary = grade_batch(
+            root / "hw1" / "keys", subs, tmp_path / "grades", sandbox=sandbox, reveal=False
+        )
+    errors = {r["student_id"]: r["error"] for r in summary.results}
+    assert "no key for student 'stranger'" in errors["stranger"]
+    assert "no .ipynb" in errors["s00"]

@@ -1,0 +1,317 @@
+"""Code checks grade the algorithm: the reference scores full marks, the starter 0, and each
+realistic mistake loses exactly the properties it breaks.
+
+Real runs, no mocks: the ring forks its ranks and runs torch.distributed (gloo); the DPO
+checks call autograd; the sampler is tested by chi-square at a fixed grading seed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from autograder.checks import (
+    ChecksError,
+    fraction,
+    grade_function,
+    grade_result,
+    load_checks,
+    probe_source,
+    run_locally,
+)
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+RING = TEMPLATES / "collectives" / "ring-allreduce-code"
+DPO = TEMPLATES / "posttraining" / "dpo-loss-code"
+SPEC = TEMPLATES / "serving" / "speculative-sampler-code"
+
+
+def function(folder: Path, file: str, name: str):
+    """The function ``name`` of a starter or solution file, as a notebook cell defines it."""
+    ns: dict = {"__name__": "notebook_cell"}  # not "__main__": the file's demo stays off
+    exec(compile((folder / file).read_text(encoding="utf-8"), str(folder / file), "exec"), ns)
+    return ns[name]
+
+
+def grade(folder: Path, fn, seed: int) -> list[dict]:
+    return run_locally(folder / "checks.py", fn, seed)
+
+
+def lost(props: list[dict]) -> set[str]:
+    return {p["name"] for p in props if p["score"] < 1}
+
+
+def names(props: list[dict]) -> set[str]:
+    return {p["name"] for p in props}
+
+
+# --- the loader ----------------------------------------------------------------------------
+
+
+def test_loader_gives_the_source_and_the_instructors_grade():
+    assert probe_source(RING / "checks.py") == (RING / "checks.py").read_text(encoding="utf-8")
+    grade_fn = grade_function(RING / "checks.py")
+    assert grade_fn is load_checks(RING, "checks.py").grade  # imported once
+    props = grade_result(grade_fn, None, 1, {})  # no result: every property 0, no crash
+    assert props and all(p["score"] == 0 for p in props)
+
+
+def test_loader_refuses_files_outside_the_folder_and_bad_checks(tmp_path):
+    with pytest.raises(ChecksError, match="outside the question folder"):
+        load_checks(RING, "../ring-vs-server/question.yaml")
+    with pytest.raises(ChecksError, match="missing"):
+        load_checks(RING, "nope.py")
+    (tmp_path / "checks.py").write_text("def probe(student, seed, params):\n    return {}\n")
+    with pytest.raises(ChecksError, match="grade"):
+        load_checks(tmp_path, "checks.py")
+    with pytest.raises(ChecksError, match="score"):
+        grade_result(
+            lambda r, s, p: [{"name": "x", "weight": 1, "score": 2, "message": ""}], {}, 0, {}
+        )
+
+
+# --- ring all-reduce -----------------------------------------------------------------------
+
+RING_PROPS = {
+    "sum": "every rank ends with the sum",
+    "steps": "2(p − 1) calls to send_recv per rank",
+    "elements": "2(p − 1)n/p elements sent per rank",
+    "chunk": "each message is one chunk of n/p elements",
+    "reduce_scatter": "reduce-scatter messages are partial sums of one chunk",
+    "all_gather": "all-gather messages are completed chunks",
+    "gloo": "gloo run matches dist.all_reduce",
+}
+
+
+def ring_full_buffers(x, rank, world, comm):
+    """Pass whole buffers around the ring and sum them: the right result, not a ring."""
+    seen = [np.asarray(x, dtype=float)]
+    for _ in range(world - 1):
+        seen.append(comm.send_recv(seen[-1]))
+    return sum(seen)
+
+
+def ring_reduce_scatter_only(x, rank, world, comm):
+    """The reduce-scatter without the all-gather: one complete chunk per rank."""
+    chunks = [c.copy() for c in np.array_split(np.asarray(x, dtype=float), world)]
+    for s in range(world - 1):
+        send, recv = (rank - s) % world, (rank - s - 1) % world
+        chunks[recv] = chunks[recv] + comm.send_recv(chunks[send])
+    return np.concatenate(chunks)
+
+
+def ring_p_plus_one_chunks(x, rank, world, comm):
+    """p + 1 chunks with the schedule of p: the last chunk is never reduced."""
+    chunks = [c.copy() for c in np.array_split(np.asarray(x, dtype=float), world + 1)]
+    for s in range(world - 1):
+        send, recv = (rank - s) % world, (rank - s - 1) % world
+        chunks[recv] = chunks[recv] + comm.send_recv(chunks[send])
+    for s in range(world - 1):
+        send, recv = (rank + 1 - s) % world, (rank - s) % world
+        chunks[recv] = comm.send_recv(chunks[send])
+    return np.concatenate(chunks)
+
+
+@pytest.mark.parametrize("seed", [11, 2024])
+def test_ring_reference_scores_full_marks_and_the_same_twice(seed):
+    fn = function(RING, "solution.py", "ring_allreduce")
+    first = grade(RING, fn, seed)
+    assert names(first) == set(RING_PROPS.values())
+    assert fraction(first) == 1, [p["message"] for p in first if p["score"] < 1]
+    assert all(p["weight"] > 0 for p in first)  # the gloo run really ran here
+    assert grade(RING, fn, seed) == first  # same seed, same grade
+
+
+def test_ring_starter_scores_zero():
+    props = grade(RING, function(RING, "starter.py", "ring_allreduce"), 11)
+    assert fraction(props) == 0
+    assert "NotImplementedError" in props[0]["message"]
+
+
+@pytest.mark.parametrize(
+    ("fn", "broken"),
+    [
+        (ring_full_buffers, {"steps", "elements", "chunk", "reduce_scatter", "all_gather"}),
+        (ring_reduce_scatter_only, {"sum", "steps", "elements", "all_gather", "gloo"}),
+        (ring_p_plus_one_chunks, {"sum", "elements", "chunk", "gloo"}),
+    ],
+)
+def test_ring_mistakes_lose_exactly_what_they_break(fn, broken):
+    props = grade(RING, fn, 11)
+    assert lost(props) == {RING_PROPS[k] for k in broken}
+    for p in props:
+        if p["name"] in lost(props):
+            assert p["message"] and p["score"] < 1
+
+
+def test_ring_full_buffer_exchange_loses_the_algorithm_points():
+    """The result is right, but a solution that gathers whole buffers is not a ring."""
+    props = grade(RING, ring_full_buffers, 11)
+    assert fraction(props) < 0.5
+    by_name = {p["name"]: p for p in props}
+    assert "whole buffer" in by_name[RING_PROPS["reduce_scatter"]]["message"]
+
+
+def test_ring_router_breaks_a_deadlock_instead_of_hanging():
+    def rank0_quits(x, rank, world, comm):
+        if rank == 0:
+            return np.asarray(x)  # never sends: rank 1 waits forever in a real ring
+        return ring_reduce_scatter_only(x, rank, world, comm)
+
+    sim = load_checks(RING, "checks.py").module._simulate(rank0_quits, 11)
+    assert not sim["timed_out"]
+    assert any("deadlock" in (e or "") for e in sim["errors"])
+
+
+def test_ring_gloo_that_cannot_start_weighs_nothing():
+    """No fault of the student's: the property is reported with weight 0."""
+    checks = load_checks(RING, "checks.py").module
+    p, n = checks.sizes(11, "gloo")
+    result = {
+        "gloo": {
+            "p": p,
+            "n": n,
+            "init": "tcp",
+            "ranks": [{"stage": "start", "error": "RuntimeError: no lo"} for _ in range(p)],
+        }
+    }
+    gloo = [x for x in grade_function(RING / "checks.py")(result, 11, {}) if "gloo" in x["name"]]
+    assert gloo[0]["weight"] == 0 and "Not run" in gloo[0]["message"]
+
+
+# --- DPO loss ------------------------------------------------------------------------------
+
+DPO_PROPS = {
+    "value": "loss value on random batches",
+    "gradient": "gradient w.r.t. the policy log-probabilities",
+    "stable": "stable at large margins",
+    "beta": "β scales the implicit reward",
+    "mean": "mean over the batch",
+}
+
+
+def _margin(pw, pl, rw, rl, beta):
+    return beta * ((pw - rw) - (pl - rl))
+
+
+def dpo_log_of_sigmoid(pw, pl, rw, rl, beta):
+    return -torch.log(torch.sigmoid(_margin(pw, pl, rw, rl, beta))).mean()
+
+
+def dpo_sum(pw, pl, rw, rl, beta):
+    return -F.logsigmoid(_margin(pw, pl, rw, rl, beta)).sum()
+
+
+def dpo_ignores_beta(pw, pl, rw, rl, beta):
+    return -F.logsigmoid(_margin(pw, pl, rw, rl, 1.0)).mean()
+
+
+def dpo_detached(pw, pl, rw, rl, beta):
+    return -F.logsigmoid(_margin(pw, pl, rw, rl, beta)).mean().detach()
+
+
+def dpo_float32(pw, pl, rw, rl, beta):
+    return -F.logsigmoid(_margin(pw.float(), pl.float(), rw.float(), rl.float(), beta)).mean()
+
+
+@pytest.mark.parametrize("seed", [3, 2024])
+def test_dpo_reference_scores_full_marks_and_the_same_twice(seed):
+    fn = function(DPO, "solution.py", "dpo_loss")
+    first = grade(DPO, fn, seed)
+    assert names(first) == set(DPO_PROPS.values())
+    assert fraction(first) == 1, [p["message"] for p in first if p["score"] < 1]
+    assert grade(DPO, fn, seed) == first
+
+
+def test_dpo_starter_scores_zero():
+    assert fraction(grade(DPO, function(DPO, "starter.py", "dpo_loss"), 3)) == 0
+
+
+@pytest.mark.parametrize(
+    ("fn", "broken", "hint"),
+    [
+        (dpo_log_of_sigmoid, {"stable"}, "softplus"),
+        (dpo_sum, {"mean"}, "sum over the batch"),
+        (dpo_ignores_beta, {"beta"}, "β"),
+        (dpo_detached, {"gradient", "stable"}, "no gradient"),
+        (dpo_float32, set(), ""),  # float32 inside is fine
+    ],
+)
+def test_dpo_mistakes_lose_exactly_what_they_break(fn, broken, hint):
+    props = grade(DPO, fn, 3)
+    assert lost(props) == {DPO_PROPS[k] for k in broken}
+    messages = " ".join(p["message"] for p in props if p["score"] < 1)
+    assert hint in messages
+
+
+# --- speculative sampler -------------------------------------------------------------------
+
+SPEC_PROPS = {
+    "output": "output tokens follow the target p",
+    "rate": "acceptance rate is 1 − TV(p, q)",
+    "accepted": "accepted drafts follow min(p, q)/α",
+    "residual": "after a rejection, tokens follow the residual (p − q)₊ normalised",
+}
+
+
+def spec_always_accept(p, q, rng):
+    return int(rng.choice(len(q), p=q)), True
+
+
+def spec_sample_p(p, q, rng):
+    return int(rng.choice(len(p), p=p)), True
+
+
+def spec_unnormalised_residual(p, q, rng):
+    """Inverse-CDF sampling on (p − q)₊ without dividing by its sum (clamped to the last)."""
+    x = int(rng.choice(len(q), p=q))
+    if rng.random() < min(1.0, p[x] / q[x]):
+        return x, True
+    cdf = np.cumsum(np.maximum(p - q, 0.0))
+    return min(int(np.searchsorted(cdf, rng.random(), side="right")), len(p) - 1), False
+
+
+def test_sampler_reference_scores_full_marks_and_the_same_twice():
+    fn = function(SPEC, "solution.py", "speculative_step")
+    first = grade(SPEC, fn, 5)
+    assert names(first) == set(SPEC_PROPS.values())
+    assert fraction(first) == 1, [p["message"] for p in first if p["score"] < 1]
+    assert grade(SPEC, fn, 5) == first  # a fixed grading seed: reproducible grades
+
+
+def test_sampler_starter_scores_zero():
+    assert fraction(grade(SPEC, function(SPEC, "starter.py", "speculative_step"), 5)) == 0
+
+
+@pytest.mark.parametrize(
+    ("fn", "broken"),
+    [
+        (spec_always_accept, {"output", "rate", "accepted", "residual"}),
+        (spec_sample_p, {"rate", "accepted", "residual"}),
+        (spec_unnormalised_residual, {"output", "residual"}),
+    ],
+)
+def test_sampler_mistakes_lose_exactly_what_they_break(fn, broken):
+    assert lost(grade(SPEC, fn, 5)) == {SPEC_PROPS[k] for k in broken}
+
+
+def test_chi_square_tail_matches_the_tables():
+    """Critical values of χ² (NIST/SEMATECH e-Handbook, table 1.3.6.7.4)."""
+    sf = load_checks(SPEC, "checks.py").module.chi2_sf
+    assert sf(3.841, 1) == pytest.approx(0.05, rel=1e-3)
+    assert sf(11.070, 5) == pytest.approx(0.05, rel=1e-3)
+    assert sf(20.515, 5) == pytest.approx(0.001, rel=1e-3)
+    assert sf(2.0, 2) == pytest.approx(math.exp(-1.0), rel=1e-12)  # χ²₂ is exponential
+
+
+def test_probe_results_are_plain_json():
+    """What comes out of the sandbox is JSON data: no arrays, no NaN literals."""
+    module = load_checks(DPO, "checks.py").module
+    result = module.probe(dpo_log_of_sigmoid, 3, {})
+    json.dumps(result, allow_nan=False)
