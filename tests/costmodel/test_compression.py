@@ -259,3 +259,9 @@ def test_async_threshold_shrinks_like_pi_over_2tau(tau):
 def test_bad_inputs_name_the_argument(call, name):
     with pytest.raises(ArgumentError, match=name):
         call()
+
+
+def test_workers_for_penalty_does_not_snap_a_real_fraction_to_a_whole_number():
+    # found by hypothesis: ω/(target − 1) = 7 868 101.0078 must round up, not down
+    p = compression.workers_for_penalty(omega=78681.01007868067, target_penalty=1.01)
+    assert compression.compressed_sgd_penalty(omega=78681.01007868067, n_workers=p) <= 1.01
