@@ -124,7 +124,7 @@ def grade_batch(
             target / "results.json",
             json.dumps(outputs.gradescope(doc, reveal=reveal), indent=1) + "\n",
         )
-        solutions = {q.id: q.solution for q in key.questions} if (key and reveal) else None
+        solutions = {q.id: q.solution_html for q in key.questions} if (key and reveal) else None
         _write_atomic(
             target / "feedback.html",
             outputs.feedback_html(doc, title=f"{info.title} — {student_id}", solutions=solutions),

@@ -76,7 +76,8 @@ class Question:
     answers: tuple[Answer, ...]
     free_response: tuple[FreeResponse, ...]
     code: tuple[CodePart, ...]
-    solution: str
+    solution: str  # Markdown
+    solution_html: str  # the same, rendered by the generator (MathML, no script)
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,7 @@ def parse(doc: dict[str, Any], where: str) -> Key:
                     for c in q["code"]
                 ),
                 solution=q["solution"],
+                solution_html=q["solution_html"],
             )
             for q in doc["questions"]
         )

@@ -73,7 +73,11 @@ padding:.35rem .5rem;text-align:left;vertical-align:top}.correct{color:#146c2e}
 
 
 def feedback_html(result: Result, *, title: str, solutions: dict[str, str] | None) -> str:
-    """One student's page: per part the score, their value, the feedback; solutions by policy."""
+    """One student's page: per part the score, their value, the feedback; solutions by policy.
+
+    ``solutions`` maps a question to its worked solution as HTML, rendered by the generator
+    from the instructor's answer graph (trusted content; student text is always escaped).
+    """
     rows = []
     by_question: dict[int, list] = defaultdict(list)
     for g in result["parts"]:
@@ -95,7 +99,7 @@ def feedback_html(result: Result, *, title: str, solutions: dict[str, str] | Non
         if solutions and parts[0]["question"] in solutions:
             rows.append(
                 f"<tr><td colspan=4><div class=solution><b>Worked solution.</b> "
-                f"{html.escape(solutions[parts[0]['question']])}</div></td></tr>"
+                f"{solutions[parts[0]['question']]}</div></td></tr>"
             )
     error = (
         f"<p class=wrong>Your notebook could not be run: {html.escape(result['error'])}</p>"
@@ -193,7 +197,13 @@ def instructor_report(results: list[Result], *, title: str, signals: dict[str, l
     """Score histogram, per-question success, misconception counts, errors, copy signals."""
     n = len(results)
     maximum = results[0]["max_score"] if results else 0
-    bins = Counter(min(9, int(10 * r["score"] / maximum)) if maximum else 0 for r in results)
+
+    def autograded_share(r: Result) -> float:
+        """The score over the points graded automatically (pending parts left out)."""
+        auto = sum(g["verdict"]["points"] for g in r["parts"] if g["verdict"]["score"] is not None)
+        return r["score"] / auto if auto else 0.0
+
+    bins = Counter(min(9, int(10 * autograded_share(r))) for r in results)
     histogram = [(f"{10 * b}–{10 * b + 10} %", float(bins.get(b, 0))) for b in range(10)]
     success: dict[str, list[float]] = defaultdict(list)
     misconceptions: Counter[str] = Counter()
@@ -225,7 +235,8 @@ def instructor_report(results: list[Result], *, title: str, signals: dict[str, l
         f"<style>{_STYLE}</style><h1>{html.escape(title)}</h1>"
         f"<p>{n} submissions; mean {mean:.1f} / {maximum:g}; "
         f"{len(errors)} could not be run.</p>"
-        f"<h2>Scores</h2>{_bars(histogram, maximum=max(bins.values(), default=1))}"
+        f"<h2>Scores (share of the autograded points; free-response parts are pending)</h2>"
+        f"{_bars(histogram, maximum=max(bins.values(), default=1))}"
         f"<h2>Success rate per part</h2>{_bars(rates, maximum=100, unit=' %')}"
         f"<h2>Misconceptions</h2>"
         f"{_bars(misconceptions.most_common(), maximum=max(misconceptions.values(), default=1))}"

@@ -25,6 +25,7 @@ from typing import Any
 from generator import notebook, sheets
 from generator.assignment import Assignment
 from generator.checks import variant_problems
+from generator.html import markdown
 from generator.roster import Student
 from generator.variant import Variant, build
 
@@ -95,6 +96,7 @@ def key_document(assignment: Assignment, student: Student, variants: list[Varian
                 "shown": v.shown,
                 "answers": answers,
                 "solution": v.solution,
+                "solution_html": markdown(v.solution),
                 "free_response": [r | {"points": r["points"] * scale} for r in v.free_response],
                 "code": [
                     {k: c[k] for k in ("id", "function", "checks")}

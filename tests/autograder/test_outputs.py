@@ -72,9 +72,9 @@ def test_feedback_page_names_the_mistake(keyset):
     page = outputs.feedback_html(doc, title="hw1 — ana", solutions=None)
     assert "GiB" in page and "class=misconception" in page and "Worked solution" not in page
     page = outputs.feedback_html(
-        doc, title="hw1", solutions={q.id: q.solution for q in key.questions}
+        doc, title="hw1", solutions={q.id: q.solution_html for q in key.questions}
     )
-    assert "Worked solution" in page
+    assert "Worked solution" in page and "<math" in page and "<strong>" in page
 
 
 def test_canvas_and_moodle_csvs_round_trip(keyset):
