@@ -62,7 +62,10 @@ def reveal_now(due: str | None, policy: dict) -> bool:
     """Expected values and worked solutions are shown after the due date, by policy."""
     if not policy.get("solutions_after_due", True) or due is None:
         return False
-    return datetime.now(UTC) >= datetime.fromisoformat(due)
+    deadline = datetime.fromisoformat(due)
+    if deadline.tzinfo is None:  # a due date without a zone is read as UTC
+        deadline = deadline.replace(tzinfo=UTC)
+    return datetime.now(UTC) >= deadline
 
 
 def grade_batch(

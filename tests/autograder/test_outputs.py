@@ -136,3 +136,14 @@ def test_gradebook_is_idempotent_and_survives_a_restart(keyset, tmp_path: Path):
     with Session(reopened.engine) as s:
         assert s.scalar(select(func.count()).select_from(PartGrade)) == len(result.parts)
     reopened.close()
+
+
+def test_solutions_are_revealed_after_the_due_date_only():
+    from autograder.batch import reveal_now
+
+    policy = {"solutions_after_due": True}
+    assert reveal_now("2020-01-01T00:00:00+01:00", policy)
+    assert reveal_now("2020-01-01T00:00:00", policy)  # no zone: read as UTC
+    assert not reveal_now("2999-01-01T00:00:00+00:00", policy)
+    assert not reveal_now(None, policy)
+    assert not reveal_now("2020-01-01T00:00:00", {"solutions_after_due": False})
