@@ -266,6 +266,8 @@ def read_answer(ns: dict, name: str) -> dict:
         return {"kind": "missing"}
     if t is _float:
         return _number(value)
+    if t is _bool:  # yes/no answers ("does it fit?"): True is 1, False is 0
+        return {"kind": "number", "value": 1 if value is True else 0}
     if t is _int:
         if -(2**53) <= value <= 2**53:
             return {"kind": "number", "value": value}

@@ -126,7 +126,8 @@ def workers_for_penalty(omega: float, target_penalty: float = 2.0) -> int:
 def _(sp):
     """Solve 1 + ω/p = target for p (the smallest whole p above it is the answer)."""
     omega, p, target = sp.symbols("omega p target_penalty", positive=True)
-    return sp.solve(sp.Eq(1 + omega / p, target), p)[0], omega / (target - 1)
+    boundary = sp.solve(sp.Eq(1 + omega / p, target), p)[0]  # where the penalty is exactly met
+    return sp.ceiling(boundary), sp.ceiling(omega / (target - 1))
 
 
 # --- biased compression: top-k with error feedback ----------------------------------------

@@ -42,6 +42,7 @@ day = 24 * hour = days
 week = 7 * day = weeks
 year = 365 * day = yr = years
 byte = [information] = B = bytes
+KB = 1e3 * byte
 bit = byte / 8 = b = bits
 FLOP = [computation] = flop = FLOPs = flops
 watt = [power] = W = watts
@@ -171,6 +172,8 @@ def human(value: Any, unit: str) -> str:
         return str(value)
     x = float(value)
     if unit == "byte":
+        if abs(x) < 1000:
+            return f"{sig(x)} B"
         return f"{_prefixed(x, 'B')} ({_prefixed(x, 'B', _BINARY)})"
     if unit == "byte/s":
         return _prefixed(x, "B/s")

@@ -95,7 +95,8 @@ def _lambdified(d: Derivation) -> tuple[tuple[str, ...], Any]:
     if any(e.has(sp.ceiling, sp.floor) for e in closed):
 
         def exact(*values: Any) -> tuple[float, ...]:
-            subs = {s: sp.nsimplify(v, rational=True) for s, v in zip(symbols, values, strict=True)}
+            # the decimal a value is written as, exactly: 0.1 is 1/10, not 0.1000000000000000055
+            subs = {s: sp.Rational(repr(v)) for s, v in zip(symbols, values, strict=True)}
             return tuple(float(e.subs(subs)) for e in closed)
 
         return tuple(s.name for s in symbols), exact
@@ -103,13 +104,12 @@ def _lambdified(d: Derivation) -> tuple[tuple[str, ...], Any]:
     return tuple(s.name for s in symbols), fn
 
 
-def symbolic_value(name: str, kwargs: dict[str, Any]) -> tuple[float, ...] | None:
-    """``name`` at ``kwargs`` through a closed form that applies to this call, or None.
+def _applicable(name: str, kwargs: dict[str, Any]) -> tuple[Any, list[Any]] | None:
+    """The compiled closed form that applies to this call, and its arguments, or None.
 
     A derivation applies when its ``fixed`` arguments equal the call's (a closed form
     proved for ``biases=False`` says nothing about ``biases=True``), it needs no
-    adapter, and the call supplies every symbol.  Lambdified once per derivation, so
-    checking every student's key this way costs microseconds, not a sympy substitution.
+    adapter, and the call supplies every symbol.
     """
     f = get(name)
     call = {
@@ -120,8 +120,27 @@ def symbolic_value(name: str, kwargs: dict[str, Any]) -> tuple[float, ...] | Non
             continue
         symbols, fn = _lambdified(d)
         if all(s in call for s in symbols):
-            return tuple(float(v) for v in fn(*(call[s] for s in symbols)))
+            return fn, [call[s] for s in symbols]
     return None
+
+
+def has_symbolic_path(name: str, kwargs: dict[str, Any]) -> bool:
+    """Whether :func:`symbolic_value` can recompute this call (without computing it)."""
+    return _applicable(name, kwargs) is not None
+
+
+def symbolic_value(name: str, kwargs: dict[str, Any]) -> tuple[float, ...] | None:
+    """``name`` at ``kwargs`` through a closed form that applies to this call, or None.
+
+    Lambdified once per derivation, so checking every student's key this way costs
+    microseconds, not a sympy substitution (closed forms with a ceiling or floor are
+    evaluated exactly, at about a millisecond).
+    """
+    found = _applicable(name, kwargs)
+    if found is None:
+        return None
+    fn, args = found
+    return tuple(float(v) for v in fn(*args))
 
 
 def _domain(d: Derivation, name: str) -> Domain:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from costmodel.verify import symbolic_value
+from costmodel.verify import has_symbolic_path, symbolic_value
 from generator.variant import KeyAnswer, Variant
 
 SYMBOLIC_REL_TOL = 1e-9
@@ -40,9 +40,27 @@ def answer_problems(k: KeyAnswer) -> list[str]:
     return problems
 
 
+def indistinguishable(k: KeyAnswer, wrong: float) -> bool:
+    """Is a misconception's value within the answer's own tolerance of the key?
+
+    Then its feedback cannot fire: a student with that misconception is graded correct.
+    """
+    tol = k.tolerance
+    if "rel" in tol:
+        return abs(wrong - k.value) <= tol["rel"] * abs(k.value)
+    scale = k.value / k.display_value if k.display_value else 1.0  # SI per displayed unit
+    if "abs" in tol:
+        return abs(wrong - k.value) / scale <= tol["abs"]
+    shown = k.display_value
+    if shown == 0:
+        return wrong == 0
+    half = 0.5 * 10 ** (math.floor(math.log10(abs(shown))) - int(tol["sig"]) + 1)
+    return abs(wrong / scale - shown) <= half
+
+
 def symbolic_checked(k: KeyAnswer) -> bool:
     """Whether the key of ``k`` was recomputed through a closed form."""
-    return k.formula is not None and symbolic_value(k.formula, k.resolved_args) is not None
+    return k.formula is not None and has_symbolic_path(k.formula, k.resolved_args)
 
 
 def variant_problems(v: Variant) -> list[str]:

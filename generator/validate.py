@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from dataclasses import dataclass, field
 
 from generator.assignment import Assignment
-from generator.checks import symbolic_checked, variant_problems
+from generator.checks import indistinguishable, symbolic_checked, variant_problems
 from generator.variant import VariantError, build
 
 VALIDATION_SECRET = b"scalegrade-validate-synthetic-roster"
@@ -67,7 +66,7 @@ def validate(assignment: Assignment, n_students: int) -> list[QuestionReport]:
                 stats.values.append(k.display_value)
                 stats.symbolic += symbolic_checked(k)
                 report.misconceptions_hidden += sum(
-                    math.isclose(m.value, k.value, rel_tol=1e-2) for m in k.misconceptions
+                    indistinguishable(k, m.value) for m in k.misconceptions
                 )
         report.distinct = len(fingerprints)
         reports.append(report)

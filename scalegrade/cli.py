@@ -286,8 +286,9 @@ def validate(assignment: str, students: int) -> None:
     hidden = sum(r.misconceptions_hidden for r in reports)
     if hidden:
         console.print(
-            f"note: {hidden} misconception values fell within 1 % of their key (that feedback "
-            "cannot fire for those students; the correct answer still gets full credit)"
+            f"note: {hidden} misconception values fell within their answer's tolerance of the "
+            "key (that feedback cannot fire for those students; the correct answer still gets "
+            "full credit)"
         )
     failed = [f for r in reports for f in r.failures]
     for f in failed[:20]:

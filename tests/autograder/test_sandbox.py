@@ -642,7 +642,7 @@ def test_answers_are_read_by_exact_type():
     assert got["big"] == {"kind": "number", "value": 1e30}
     assert got["huge"]["kind"] == "unsupported"
     assert got["s"] == {"kind": "string", "value": "21 GB"}
-    assert got["b"] == {"kind": "unsupported", "type": "bool"}
+    assert got["b"] == {"kind": "number", "value": 1}  # a yes/no answer: True is 1
     assert got["np64"] == {"kind": "number", "value": 2.5}
     assert got["np32"] == {"kind": "number", "value": 3.0}
     assert got["zero_d"] == {"kind": "number", "value": 4.0}
