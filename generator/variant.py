@@ -337,6 +337,9 @@ def worked_solution(q: Question, answers: tuple[KeyAnswer, ...], scope: dict[str
             lines.append(f"- **{label}** {f.summary} ({f.cite}). {given}**{show_answer(k)}**.")
         else:
             substituted = re.sub(r"[A-Za-z_]\w*", lambda m: shown(m[0]), k.expr)
+            # read as arithmetic, not Python: 0.997 ** 5 -> 0.997^5, a * b -> a × b, √
+            substituted = re.sub(r"\s*\*\*\s*", "^", substituted).replace(" * ", " × ")
+            substituted = substituted.replace("sqrt(", "√(")
             lines.append(f"- **{label}** {substituted} = **{show_answer(k)}**.")
     solution = "\n".join(lines)
     extra = q.files.get("solution.md")
