@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 T = 1e12
 GB = 1e9
@@ -60,19 +61,37 @@ class GPU:
         return self.peak(precision) / self.memory_bandwidth
 
 
+# Dense tensor-core peaks shared by several cards: the A100 40 GB and 80 GB have the same
+# cores, and so do the H100 SXM and the H200 (which differ in memory only).
+AMPERE_A100 = MappingProxyType(
+    {
+        "fp64": 19.5 * T,
+        "fp32": 19.5 * T,
+        "tf32": 156 * T,
+        "bf16": 312 * T,
+        "fp16": 312 * T,
+        "int8": 624 * T,
+    }
+)
+HOPPER_SXM = MappingProxyType(
+    {
+        "fp64": 67 * T,
+        "fp32": 67 * T,
+        "tf32": 495 * T,
+        "bf16": 990 * T,
+        "fp16": 990 * T,
+        "fp8": 1979 * T,
+        "int8": 1979 * T,
+    }
+)
+
+
 CATALOG: tuple[GPU, ...] = (
     GPU(
         name="A100-40GB",
         vendor="NVIDIA",
         architecture="Ampere",
-        peak_flops={
-            "fp64": 19.5 * T,
-            "fp32": 19.5 * T,
-            "tf32": 156 * T,
-            "bf16": 312 * T,
-            "fp16": 312 * T,
-            "int8": 624 * T,
-        },
+        peak_flops=AMPERE_A100,
         memory_bytes=40 * GB,
         memory_kind="HBM2",
         memory_bandwidth=1555 * GB,
@@ -90,14 +109,7 @@ CATALOG: tuple[GPU, ...] = (
         name="A100-80GB",
         vendor="NVIDIA",
         architecture="Ampere",
-        peak_flops={
-            "fp64": 19.5 * T,
-            "fp32": 19.5 * T,
-            "tf32": 156 * T,
-            "bf16": 312 * T,
-            "fp16": 312 * T,
-            "int8": 624 * T,
-        },
+        peak_flops=AMPERE_A100,
         memory_bytes=80 * GB,
         memory_kind="HBM2e",
         memory_bandwidth=2000 * GB,
@@ -116,15 +128,7 @@ CATALOG: tuple[GPU, ...] = (
         name="H100-SXM",
         vendor="NVIDIA",
         architecture="Hopper",
-        peak_flops={
-            "fp64": 67 * T,
-            "fp32": 67 * T,
-            "tf32": 495 * T,
-            "bf16": 990 * T,
-            "fp16": 990 * T,
-            "fp8": 1979 * T,
-            "int8": 1979 * T,
-        },
+        peak_flops=HOPPER_SXM,
         memory_bytes=80 * GB,
         memory_kind="HBM3",
         memory_bandwidth=3350 * GB,
@@ -170,15 +174,7 @@ CATALOG: tuple[GPU, ...] = (
         name="H200",
         vendor="NVIDIA",
         architecture="Hopper",
-        peak_flops={
-            "fp64": 67 * T,
-            "fp32": 67 * T,
-            "tf32": 495 * T,
-            "bf16": 990 * T,
-            "fp16": 990 * T,
-            "fp8": 1979 * T,
-            "int8": 1979 * T,
-        },
+        peak_flops=HOPPER_SXM,
         memory_bytes=141 * GB,
         memory_kind="HBM3e",
         memory_bandwidth=4800 * GB,
