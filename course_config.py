@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SECRET_ENV = "SCALEGRADE_SECRET"
+NOTES_ENV = "SCALEGRADE_NOTES"  # folder holding the notes; default ../shared/seeds
 # Used by `scalegrade demo` only; `scalegrade generate` refuses it.
 DEMO_SECRET = b"scalegrade-demo-secret-do-not-use-for-a-real-course"
 
@@ -50,6 +51,12 @@ COURSES: dict[str, Course] = {
         cite_as="001",
     ),
 }
+
+
+def notes_path(course: Course) -> Path:
+    """The notes file of ``course``: under ``$SCALEGRADE_NOTES``, else ``../shared/seeds``."""
+    default = Path(__file__).resolve().parent.parent / "shared" / "seeds"
+    return Path(os.environ.get(NOTES_ENV) or default) / course.notes
 
 
 class SecretError(RuntimeError):

@@ -192,6 +192,19 @@ class CodePart(_Model):
     points: float = Field(ge=0)
 
 
+class NotesExample(_Model):
+    """The notes' own numbers: with the notes' parameters, the key must reproduce them.
+
+    ``params`` gives every drawn parameter (a GPU pick by its catalog name; derived ones are
+    computed); ``answers`` gives some answers as the notes state them, in each answer's
+    ``unit``; ``rel`` is how far the notes' rounding may be from the key.
+    """
+
+    params: dict[str, Any]
+    answers: dict[str, float] = Field(min_length=1)
+    rel: float = Field(default=0.02, gt=0, lt=1)
+
+
 class QuestionSpec(_Model):
     title: str
     source: Source
@@ -200,6 +213,7 @@ class QuestionSpec(_Model):
     answers: list[Answer] = Field(default_factory=list)
     free_response: list[FreeResponse] = Field(default_factory=list)
     code: list[CodePart] = Field(default_factory=list)
+    notes_example: NotesExample | None = None
 
 
 class Question:
@@ -318,6 +332,15 @@ def _check(folder: Path, spec: QuestionSpec) -> None:
                 if isinstance(src, str):
                     _expr_names(src, scope | {a.id}, where(*mloc))
         seen_answers.add(a.id)
+    if spec.notes_example is not None:
+        ex = spec.notes_example
+        drawn = {n for n, p in spec.params.items() if p.expr is None}
+        for name in sorted((drawn - set(ex.params)) | (set(ex.params) - drawn)):
+            what = "is missing" if name in drawn else "is not a drawn parameter"
+            raise QuestionError(f"{where('notes_example', 'params', name)}: {what}")
+        for aid in ex.answers:
+            if aid not in seen_answers:
+                raise QuestionError(f"{where('notes_example', 'answers', aid)}: no such answer")
     ids = [x.id for x in (*spec.answers, *spec.free_response, *spec.code)]
     dupes = {x for x in ids if ids.count(x) > 1}
     if dupes:

@@ -131,19 +131,24 @@ def _draw(name: str, p: Param, rng: random.Random, values: dict[str, Any]) -> No
             x = _round_sig(x, p.nice)
         values[name] = int(round(x)) if p.integer else x
     elif p.gpu is not None:
-        g = lookup_gpu(rng.choice(p.gpu))
-        values[name] = g.name
-        attrs = (
-            g.peak(p.precision),
-            g.memory_bandwidth,
-            g.memory_bytes,
-            g.tdp_watts,
-            g.nvlink_bandwidth,
-            g.network_bandwidth,
-        )
-        values.update({f"{name}_{a}": v for a, v in zip(GPU_ATTRIBUTES, attrs, strict=True)})
+        _pick_gpu(name, p, rng.choice(p.gpu), values)
     else:
         values[name] = expression.evaluate(p.expr, values)
+
+
+def _pick_gpu(name: str, p: Param, gpu_name: str, values: dict[str, Any]) -> None:
+    """``name`` = the GPU's name, and ``name_<attribute>`` its catalog figures."""
+    g = lookup_gpu(gpu_name)
+    values[name] = g.name
+    attrs = (
+        g.peak(p.precision),
+        g.memory_bandwidth,
+        g.memory_bytes,
+        g.tdp_watts,
+        g.nvlink_bandwidth,
+        g.network_bandwidth,
+    )
+    values.update({f"{name}_{a}": v for a, v in zip(GPU_ATTRIBUTES, attrs, strict=True)})
 
 
 def _resolve_args(a: Answer, scope: dict[str, Any]) -> dict[str, Any]:
@@ -207,6 +212,42 @@ def sample(q: Question, rng: random.Random) -> tuple[dict[str, Any], dict[str, A
     raise VariantError(
         f"templates/{q.id}: no valid parameters in {MAX_TRIES} draws; last failure: {last}"
     )
+
+
+def notes_example_scope(q: Question) -> dict[str, Any]:
+    """Parameters and answers for the notes' own parameters (``notes_example``), undrawn."""
+    ex = q.spec.notes_example
+    if ex is None:
+        raise ValueError(f"templates/{q.id}: no notes_example")
+    scope: dict[str, Any] = {}
+    for name, p in q.spec.params.items():
+        if p.gpu is not None:
+            _pick_gpu(name, p, ex.params[name], scope)
+        elif p.expr is not None:
+            scope[name] = expression.evaluate(p.expr, scope)
+        else:
+            scope[name] = ex.params[name]
+    for a in q.spec.answers:
+        scope[a.id] = answer_value(a, scope)[0]
+    return scope
+
+
+def notes_example_problems(q: Question) -> list[str]:
+    """Where the key, on the notes' parameters, is not the number the notes state."""
+    ex = q.spec.notes_example
+    scope = notes_example_scope(q)
+    by_id = {a.id: a for a in q.spec.answers}
+    problems = []
+    for aid, stated in ex.answers.items():
+        a = by_id[aid]
+        si = costmodel.formula(a.formula).unit if a.formula else (a.si_unit or "")
+        key = scope[aid] / unit_factor(a.unit, si)
+        if not math.isclose(key, stated, rel_tol=ex.rel, abs_tol=1e-12):
+            problems.append(
+                f"templates/{q.id}: notes_example: {aid} = {key:.4g} {a.unit or ''}".rstrip()
+                + f", the notes state {stated:g} (rel {ex.rel:g})"
+            )
+    return problems
 
 
 # --- the key ---------------------------------------------------------------------------

@@ -299,6 +299,58 @@ def validate(assignment: str, students: int) -> None:
 
 
 @main.command()
+@click.option("--coverage", "show_coverage", is_flag=True, help="Notes' items against questions.")
+def bank(show_coverage: bool) -> None:
+    """List the question bank, or (--coverage) every exercise and written-exam question of
+    both notes with the questions covering it; --coverage exits 1 on an item left uncovered
+    without a reason in templates/coverage.yaml."""
+    from generator.bank import BankError, coverage
+    from generator.question import QuestionError, discover, load
+
+    try:
+        questions = [load(folder) for folder in discover()]
+        cov = coverage(questions) if show_coverage else None
+    except (BankError, QuestionError) as err:
+        fail(str(err))
+    if cov is None:
+        table = Table(title=f"Question bank: {len(questions)} questions")
+        for col in ("question", "notes", "source", "numeric", "free", "code", "points"):
+            table.add_column(col, justify="right" if col in ("numeric", "free", "code") else "left")
+        for q in questions:
+            s = q.spec
+            table.add_row(
+                q.id,
+                s.source.notes,
+                s.source.ref,
+                str(sum(a.ask for a in s.answers)),
+                str(len(s.free_response)),
+                str(len(s.code)),
+                f"{q.points:g}",
+            )
+        console.print(table)
+        return
+    covered = sum(bool(r.questions) for r in cov.rows)
+    table = Table(title=f"Coverage of the notes: {covered}/{len(cov.rows)} items have questions")
+    for col in ("notes", "item", "title", "questions", "assignments", "notes' numbers"):
+        table.add_column(col)
+    for r in cov.rows:
+        table.add_row(
+            r.item.notes,
+            r.item.label + (f" ({r.item.points} pts)" if r.item.points else ""),
+            r.item.title,
+            "\n".join(r.questions)
+            or (f"[yellow]none[/]: {r.reason}" if r.reason else "[red]NONE[/]"),
+            "\n".join(r.assignments) or "-",
+            "reproduced" if r.reproduced else "",
+        )
+    console.print(table)
+    problems = [f"{r.item.key}: no question and no reason" for r in cov.rows if not r.ok]
+    for p in problems + cov.unknown + cov.stale_reasons:
+        console.print(f"[red]FAIL[/] {p}", highlight=False)
+    sys.exit(0 if cov.ok else 1)
+
+
+@main.command()
 @click.argument("assignment")
 @click.argument("submissions", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option(

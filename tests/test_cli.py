@@ -153,3 +153,21 @@ def test_validate_prints_the_table_and_exits_zero():
     result = run("validate", "tdlsm/hw1", "--students", "20")
     assert result.exit_code == 0, result.output
     assert "budgets/model-budget" in result.output and "states_gb" in result.output
+
+
+def test_bank_lists_questions_and_the_coverage_of_both_notes():
+    result = run("bank")
+    assert result.exit_code == 0, result.output
+    assert "budgets/model-budget" in result.output and "Exercise 1" in result.output
+    result = run("bank", "--coverage")
+    assert result.exit_code == 0, result.output
+    assert "Laying out a 175B model" in result.output  # 000 Exercise 13, read from the notes
+    assert "written exam Q2 (6 pts)" in result.output
+    assert "FAIL" not in result.output
+
+
+def test_bank_coverage_without_the_notes_is_one_clear_line(monkeypatch, tmp_path):
+    monkeypatch.setenv("SCALEGRADE_NOTES", str(tmp_path))
+    result = run("bank", "--coverage")
+    assert result.exit_code == 2
+    assert "cannot read the notes of tdlsm" in result.output

@@ -22,7 +22,6 @@ import numpy as np
 N_DRAWS = 15_000  # about 1 s for a plain NumPy implementation
 FALSE_FAIL = 1e-4  # per statistical test: a correct sampler fails a test this rarely
 SLOW_SECONDS = 25.0  # a sampler slower than this for N_DRAWS draws is stopped
-MIN_EXPECTED = 5.0  # chi-square cells expecting fewer draws are pooled
 
 # --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
 
@@ -98,69 +97,7 @@ def probe(student, seed: int, params: dict) -> dict:
     }
 
 
-# --- statistics (trusted) ----------------------------------------------------------------
-
-
-def chi2_sf(x: float, dof: int) -> float:
-    """P(χ²_dof > x): the regularized upper incomplete gamma Q(dof/2, x/2)."""
-    if x <= 0:
-        return 1.0
-    a, x = dof / 2, x / 2
-    log_front = -x + a * math.log(x) - math.lgamma(a)
-    if x < a + 1:  # series for the lower function P
-        term = total = 1 / a
-        n = a
-        for _ in range(10_000):
-            n += 1
-            term *= x / n
-            total += term
-            if term < total * 1e-16:
-                break
-        return max(0.0, 1.0 - total * math.exp(log_front))
-    tiny = 1e-300  # continued fraction for Q (modified Lentz)
-    b = x + 1 - a
-    c, d = 1 / tiny, 1 / b
-    h = d
-    for i in range(1, 10_000):
-        an = -i * (i - a)
-        b += 2
-        d = an * d + b
-        d = tiny if abs(d) < tiny else d
-        c = b + an / c
-        c = tiny if abs(c) < tiny else c
-        d = 1 / d
-        h *= d * c
-        if abs(d * c - 1) < 1e-16:
-            break
-    return min(1.0, math.exp(log_front) * h)
-
-
-def chi2_test(observed: np.ndarray, probs: np.ndarray) -> tuple[float, int, float]:
-    """Pearson's χ² of counts against probabilities (cells expecting < 5 pooled): χ², dof, P."""
-    total = observed.sum()
-    expected = total * probs
-    small = expected < MIN_EXPECTED
-    obs, exp = list(observed[~small]), list(expected[~small])
-    if small.any():
-        obs.append(observed[small].sum())
-        exp.append(expected[small].sum())
-        if exp[-1] < MIN_EXPECTED and len(exp) > 1:  # pool the pool into the smallest cell
-            i = int(np.argmin(exp[:-1]))
-            obs[i] += obs.pop()
-            exp[i] += exp.pop()
-    obs_a, exp_a = np.array(obs, dtype=float), np.array(exp, dtype=float)
-    stat = float(np.sum((obs_a - exp_a) ** 2 / exp_a))
-    dof = len(exp_a) - 1
-    return stat, dof, (chi2_sf(stat, dof) if dof > 0 else 1.0)
-
-
-def _prop(name: str, weight: float, score: float, message: str) -> dict:
-    return {
-        "name": name,
-        "weight": weight,
-        "score": float(min(1.0, max(0.0, score))),
-        "message": message,
-    }
+# --- grade (trusted) ---------------------------------------------------------------------
 
 
 def _counts(x, v: int) -> np.ndarray | None:
@@ -170,6 +107,8 @@ def _counts(x, v: int) -> np.ndarray | None:
 
 
 def _verdict(what: str, observed: np.ndarray, probs: np.ndarray, rule: str) -> tuple[bool, str]:
+    from autograder.checktools import chi2_test
+
     stat, dof, pval = chi2_test(observed, probs)
     ok = pval >= FALSE_FAIL
     test = f"χ² = {stat:.1f} on {dof} degrees of freedom, p-value {pval:.2g}"
@@ -180,6 +119,8 @@ def _verdict(what: str, observed: np.ndarray, probs: np.ndarray, rule: str) -> t
 
 def grade(result: dict, seed: int, params: dict) -> list[dict]:
     """Test the counts against p, min(p, q)/α, the residual and α, redrawn from the seed."""
+    from autograder.checktools import prop as _prop
+
     p, q = dists(seed)
     v = len(p)
     alpha = float(np.minimum(p, q).sum())

@@ -1,0 +1,119 @@
+"""What the ``grade`` side of a question's ``checks.py`` shares: properties, numbers, tests.
+
+``grade`` runs in the trusted process, where this module is importable; ``probe`` runs in
+the sandbox, where the project is hidden, so a checks file imports these inside its
+grade-side functions only::
+
+    def grade(result, seed, params):
+        from autograder.checktools import close, prop, vector
+        ...
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+MIN_EXPECTED = 5.0  # chi-square cells expecting fewer counts are pooled
+
+
+def prop(name: str, weight: float, score: float, message: str) -> dict:
+    """One graded property; the score is clipped to [0, 1]."""
+    return {
+        "name": name,
+        "weight": float(weight),
+        "score": float(min(1.0, max(0.0, score))),
+        "message": message,
+    }
+
+
+def vector(x, n: int | None = None) -> np.ndarray | None:
+    """A probe's list of numbers (or "nan"/"inf" strings) as float64; None if it is not one
+    (or has not ``n`` elements)."""
+    if not isinstance(x, list) or not all(type(v) in (int, float, str) for v in x):
+        return None
+    try:
+        a = np.array([float(v) for v in x], dtype=np.float64)
+    except ValueError:
+        return None
+    return a if n is None or a.size == n else None
+
+
+def matrix(x) -> np.ndarray | None:
+    """A probe's list of equal-length lists of numbers as a 2-D float64 array, or None."""
+    if not isinstance(x, list) or not x:
+        return None
+    rows = [vector(r) for r in x]
+    if any(r is None for r in rows) or len({r.size for r in rows}) != 1:
+        return None
+    return np.stack(rows)
+
+
+def close(a: np.ndarray | None, b, rtol: float = 1e-6, atol: float = 1e-9) -> bool:
+    """Same shape, finite, and ``np.allclose``; False for None."""
+    b = np.asarray(b, dtype=np.float64)
+    return (
+        a is not None
+        and a.shape == b.shape
+        and bool(np.all(np.isfinite(a)))
+        and bool(np.allclose(a, b, rtol=rtol, atol=atol))
+    )
+
+
+def plain(values) -> list:
+    """Floats for JSON: finite numbers as they are, nan/inf as strings (probe side may copy)."""
+    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
+
+
+def chi2_sf(x: float, dof: int) -> float:
+    """P(χ²_dof > x): the regularized upper incomplete gamma Q(dof/2, x/2)."""
+    if x <= 0:
+        return 1.0
+    a, x = dof / 2, x / 2
+    log_front = -x + a * math.log(x) - math.lgamma(a)
+    if x < a + 1:  # series for the lower function P
+        term = total = 1 / a
+        n = a
+        for _ in range(10_000):
+            n += 1
+            term *= x / n
+            total += term
+            if term < total * 1e-16:
+                break
+        return max(0.0, 1.0 - total * math.exp(log_front))
+    tiny = 1e-300  # continued fraction for Q (modified Lentz)
+    b = x + 1 - a
+    c, d = 1 / tiny, 1 / b
+    h = d
+    for i in range(1, 10_000):
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1 / d
+        h *= d * c
+        if abs(d * c - 1) < 1e-16:
+            break
+    return min(1.0, math.exp(log_front) * h)
+
+
+def chi2_test(observed: np.ndarray, probs: np.ndarray) -> tuple[float, int, float]:
+    """Pearson's χ² of counts against probabilities (cells expecting < 5 pooled): χ², dof, P."""
+    total = observed.sum()
+    expected = total * probs
+    small = expected < MIN_EXPECTED
+    obs, exp = list(observed[~small]), list(expected[~small])
+    if small.any():
+        obs.append(observed[small].sum())
+        exp.append(expected[small].sum())
+        if exp[-1] < MIN_EXPECTED and len(exp) > 1:  # pool the pool into the smallest cell
+            i = int(np.argmin(exp[:-1]))
+            obs[i] += obs.pop()
+            exp[i] += exp.pop()
+    obs_a, exp_a = np.array(obs, dtype=float), np.array(exp, dtype=float)
+    stat = float(np.sum((obs_a - exp_a) ** 2 / exp_a))
+    dof = len(exp_a) - 1
+    return stat, dof, (chi2_sf(stat, dof) if dof > 0 else 1.0)
