@@ -8,7 +8,6 @@ checks call autograd; the sampler is tested by chi-square at a fixed grading see
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
