@@ -108,8 +108,9 @@ def _applicable(name: str, kwargs: dict[str, Any]) -> tuple[Any, list[Any]] | No
     """The compiled closed form that applies to this call, and its arguments, or None.
 
     A derivation applies when its ``fixed`` arguments equal the call's (a closed form
-    proved for ``biases=False`` says nothing about ``biases=True``), it needs no
-    adapter, and the call supplies every symbol.
+    proved for ``biases=False`` says nothing about ``biases=True``), its ``where`` holds
+    for the call (the output size without its floor holds only where the stride divides),
+    it needs no adapter, and the call supplies every symbol.
     """
     f = get(name)
     call = {
@@ -119,7 +120,7 @@ def _applicable(name: str, kwargs: dict[str, Any]) -> tuple[Any, list[Any]] | No
         if d.call is not None or any(call.get(k) != v for k, v in d.fixed.items()):
             continue
         symbols, fn = _lambdified(d)
-        if all(s in call for s in symbols):
+        if all(s in call for s in symbols) and (d.where is None or d.where(call)):
             return fn, [call[s] for s in symbols]
     return None
 

@@ -6,7 +6,14 @@ import time
 
 from costmodel import transformer
 from costmodel._registry import Derivation
-from costmodel.verify import check, closed_form, evaluate_symbolic, verify_all
+from costmodel.verify import (
+    check,
+    closed_form,
+    evaluate_symbolic,
+    has_symbolic_path,
+    symbolic_value,
+    verify_all,
+)
 
 
 def test_every_derivation_holds_and_there_are_at_least_40_in_under_60_s():
@@ -52,3 +59,14 @@ def test_symbolic_path_gives_the_key_independently():
     assert evaluate_symbolic("transformer.param_count", **kwargs) == 1_310_359_552
     assert transformer.param_count(**kwargs) == 1_310_359_552
     assert len(closed_form("transformer.param_count")) == 1
+
+
+def test_a_closed_form_is_used_only_where_its_derivation_holds():
+    # (H + 2p − k)/s + 1 drops the floor: right where s divides H + 2p − k, not elsewhere.
+    # ResNet's stem (001 ch. 0): 224 → 112 at k = 7, p = 3, s = 2; an odd span has no path.
+    exact = {"input_size": 224, "kernel_size": 7, "padding": 3, "stride": 2}
+    assert has_symbolic_path("conv.conv_output_size", exact)
+    assert symbolic_value("conv.conv_output_size", exact) == (112.0,)
+    odd = {"input_size": 56, "kernel_size": 3, "padding": 0, "stride": 2}  # span 53
+    assert not has_symbolic_path("conv.conv_output_size", odd)
+    assert symbolic_value("conv.conv_output_size", odd) is None
