@@ -63,10 +63,10 @@ def test_symbolic_path_gives_the_key_independently():
 
 def test_a_closed_form_is_used_only_where_its_derivation_holds():
     # (H + 2p − k)/s + 1 drops the floor: right where s divides H + 2p − k, not elsewhere.
-    # ResNet's stem (001 ch. 0): 224 → 112 at k = 7, p = 3, s = 2; an odd span has no path.
-    exact = {"input_size": 224, "kernel_size": 7, "padding": 3, "stride": 2}
+    exact = {"input_size": 57, "kernel_size": 3, "padding": 1, "stride": 2}  # span 56
     assert has_symbolic_path("conv.conv_output_size", exact)
-    assert symbolic_value("conv.conv_output_size", exact) == (112.0,)
-    odd = {"input_size": 56, "kernel_size": 3, "padding": 0, "stride": 2}  # span 53
-    assert not has_symbolic_path("conv.conv_output_size", odd)
-    assert symbolic_value("conv.conv_output_size", odd) is None
+    assert symbolic_value("conv.conv_output_size", exact) == (29.0,)
+    # ResNet's stem (001 ch. 0): 224 → 112 at k = 7, p = 3, s = 2, an odd span of 223
+    stem = {"input_size": 224, "kernel_size": 7, "padding": 3, "stride": 2}
+    assert not has_symbolic_path("conv.conv_output_size", stem)
+    assert symbolic_value("conv.conv_output_size", stem) is None
