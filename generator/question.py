@@ -328,7 +328,12 @@ def _check(folder: Path, spec: QuestionSpec) -> None:
                 )
             if m.args is not None and a.formula is None:
                 raise QuestionError(f"{where(*mloc, 'args')}: args need an answer with a formula")
-            for src in (m.scale, m.value, *(m.args or {}).values()):
+            for arg in sorted(set(m.args or {}) - set(f.signature.parameters if a.formula else ())):
+                raise QuestionError(f"{where(*mloc, 'args', arg)}: {a.formula} has no such arg")
+            exprs = [  # a choice argument ("fp32", "zero3") is a literal, not an expression
+                v for k, v in (m.args or {}).items() if f.domains[k].kind != "choice"
+            ]
+            for src in (m.scale, m.value, *exprs):
                 if isinstance(src, str):
                     _expr_names(src, scope | {a.id}, where(*mloc))
         seen_answers.add(a.id)

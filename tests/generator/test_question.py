@@ -101,3 +101,30 @@ def test_missing_files_and_bad_jinja_are_named(tmp_path):
     (folder / "question.yaml").write_text("title: [unclosed")
     with pytest.raises(QuestionError, match=r"not valid YAML"):
         load(folder)
+
+
+def test_a_misconception_may_set_a_choice_argument_to_a_literal(tmp_path):
+    # 001 Ex. 9(b): sampling with σ_t² = β̃_t instead of β_t is a named choice, not a name
+    def edit(spec, _folder):
+        spec["params"]["s"] = {"choice": [0.5, 2.0]}
+        spec.pop("notes_example")
+        spec["answers"].append(
+            {
+                "id": "sample_std",
+                "prompt": "std",
+                "formula": "diffusion.ddpm_sample_std",
+                "args": {"data_std": "s"},
+                "misconceptions": [
+                    {"name": "β̃", "args": {"sampler_variance": "beta_tilde"}, "feedback": "x"}
+                ],
+            }
+        )
+
+    assert load(_broken(tmp_path, edit)).spec.answers[-1].misconceptions[0].args
+
+    def bad(spec, folder):
+        edit(spec, folder)
+        spec["answers"][-1]["misconceptions"][0]["args"] = {"no_such": 1}
+
+    with pytest.raises(QuestionError, match=r"misconceptions\.0\.args\.no_such: .* no such arg"):
+        load(_broken(tmp_path / "b", bad))
