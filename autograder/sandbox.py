@@ -63,7 +63,13 @@ SETUP_TIMEOUT = 120.0
 DOCKER_START_SECONDS = 30.0
 # The child may import these from the warm executor instead of from disk.
 PRELOAD = ("numpy", "numpy.random", "IPython")
-ON_DEMAND = ("torch",)  # preloaded the first time a plan or notebook mentions it
+# Preloaded the first time a plan or notebook mentions the marker: torch (4 s to import),
+# and torch._dynamo, which the first torch.utils.checkpoint call imports (5 s more) - once
+# per batch in the zygote instead of once per submission.
+ON_DEMAND: dict[bytes, tuple[str, ...]] = {
+    b"torch": ("torch",),
+    b"checkpoint": ("torch", "torch._dynamo"),
+}
 
 
 @dataclass(frozen=True)
@@ -715,21 +721,30 @@ class Sandbox:
         finally:
             os.close(nb_fd)
 
-    def _wants_torch(self, plan: Plan, nb_fd: int) -> bool:
-        if any("torch" in p.source for p in plan.probes):
-            return True
+    @staticmethod
+    def _on_demand(preloaded: set[str], plan: Plan, nb_fd: int) -> list[str]:
+        """The ON_DEMAND modules this notebook or its probes mention, not yet preloaded."""
+        todo = {m for mods in ON_DEMAND.values() for m in mods} - preloaded
+        if not todo:
+            return []
         size = os.fstat(nb_fd).st_size
-        return b"torch" in os.pread(nb_fd, min(size, 64 << 20), 0)
+        text = (
+            os.pread(nb_fd, min(size, 64 << 20), 0)
+            + "".join(p.source for p in plan.probes).encode()
+        )
+        wanted = [m for marker, mods in ON_DEMAND.items() if marker in text for m in mods]
+        return [m for m in dict.fromkeys(wanted) if m in todo]
 
     def _run_local(
         self, nb_fd: int, name: str, plan: Plan, plan_request: dict, start: float
     ) -> Outcome:
         executor = self._executor()
-        if not set(ON_DEMAND) <= executor.preloaded and self._wants_torch(plan, nb_fd):
+        modules = self._on_demand(executor.preloaded, plan, nb_fd)
+        if modules:
             try:
-                executor.preload(ON_DEMAND)
+                executor.preload(modules)
             except (OSError, ValueError) as err:  # slower (imported per submission), not wrong
-                log.warning("sandbox: preloading %s failed: %s", ON_DEMAND, err)
+                log.warning("sandbox: preloading %s failed: %s", modules, err)
         uid, uid_lock = self._uids.acquire() if self._uids else (None, None)
         job = next(self._jobs)
         request = {

@@ -656,3 +656,23 @@ def test_answers_are_read_by_exact_type():
     harvest = {"cells": [], "answers": got, "probes": {}}
     plan = Plan(variables=tuple(got))
     assert check_harvest(harvest, plan)["answers"] == got  # what the harness makes passes
+
+
+def test_heavy_imports_are_preloaded_only_for_notebooks_that_mention_them(tmp_path):
+    """torch (4 s) and torch._dynamo (5 s more, imported by the first checkpoint call) are
+    imported once in the zygote for the batches that need them, not per submission."""
+
+    def wanted(text: str, preloaded=frozenset()) -> list[str]:
+        path = tmp_path / "nb.ipynb"
+        path.write_text(text)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return Sandbox._on_demand(set(preloaded), Plan(variables=()), fd)
+        finally:
+            os.close(fd)
+
+    assert wanted("x = 1") == []
+    assert wanted("import torch") == ["torch"]
+    assert wanted("torch.utils.checkpoint.checkpoint(f, x)") == ["torch", "torch._dynamo"]
+    assert wanted("import torch.utils.checkpoint", {"torch"}) == ["torch._dynamo"]
+    assert wanted("import torch", {"torch", "torch._dynamo"}) == []
