@@ -68,8 +68,14 @@ def _section(lines: list[str], start: str, stops: tuple[str, ...]) -> list[str]:
     return out
 
 
+_LATEX = {r"\times": "×", r"\Phi": "Φ", r"\omega": "ω", r"\mathcal{C}": "𝒞", "^{": "^", "}": ""}
+
+
 def _title(text: str, limit: int = 70) -> str:
+    """The item's first words, its LaTeX written as plain text for a terminal table."""
     text = text.strip()
+    for tex, plain in _LATEX.items():
+        text = text.replace(tex, plain)
     return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 

@@ -64,11 +64,15 @@ def p_not_p_minus_1(nb, key, released) -> None:
 
 def sum_ring(nb, key, released) -> None:
     """A "ring" that forwards whole buffers and sums them: right result, wrong algorithm."""
-    cell = next(c for c in nb.cells if c.metadata.get("scalegrade", {}).get("kind") == "code")
-    function = cell.metadata["scalegrade"]["function"]
+    cell = next(
+        c
+        for c in nb.cells
+        if c.metadata.get("scalegrade", {}).get("kind") == "code"
+        and c.metadata["scalegrade"]["function"] == "ring_allreduce"
+    )
     cell.source = (
         "import numpy as np\n\n"
-        f"def {function}(x, rank, world, comm):\n"
+        "def ring_allreduce(x, rank, world, comm):\n"
         "    total, piece = x.astype(float).copy(), x.astype(float).copy()\n"
         "    for _ in range(world - 1):  # pass whole buffers around and add them\n"
         "        piece = comm.send_recv(piece)\n"

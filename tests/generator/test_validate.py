@@ -13,11 +13,14 @@ from generator.validate import validate
 
 def test_every_assignment_validates_for_many_students():
     for aid in assignments.all_ids():
-        reports = validate(assignments.load(aid), 300)
-        for r in reports:
+        a = assignments.load(aid)
+        for q, r in zip(a.questions, validate(a, 300), strict=True):
             assert r.ok, (aid, r.question, r.failures[:3])
             assert r.variants == 300
-            assert r.distinct >= 0.5 * r.variants, (aid, r.question, r.distinct)
+            # neighbours rarely share numbers; a code question's numbers are its warm-up (real
+            # shapes, few of them) and its code is graded on per-student seeds
+            share = 0.3 if q.spec.code else 0.5
+            assert r.distinct >= share * r.variants, (aid, r.question, r.distinct)
 
 
 def test_table_statistics_and_symbolic_recomputation():

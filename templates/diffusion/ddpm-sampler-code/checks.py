@@ -1,0 +1,457 @@
+"""Checks of the DDPM sampler code part (001 §7.3, def. 7.10 and 7.13, Exercise 9).
+
+``probe`` runs in the sandbox.  It calls the student's ``optimal_eps`` (defined in the
+same cell as ``ddpm_sample``, found in the notebook's namespace) on arrays drawn from the
+seed; runs ``ddpm_sample`` for a few steps with a test predictor ε̂(x, t) = tanh(w_t x + c_t)
+that records every x_t it is called with, so that each reverse step can be checked
+without knowing the student's noise draws; and runs ``ddpm_sample`` with ε* on the notes'
+schedule for s = 0.5 and 2, returning the sums needed for the samples' variance.
+
+``grade`` runs in the trusted process.  For each recorded step it computes the residual
+r = x_{t−1} − (x_t − β_t/√(1 − ᾱ_t) ε̂)/√α_t and regresses it on (1, x_t, ε̂): a correct
+step leaves pure noise N(0, β_t) (no noise at t = 1), a wrong mean leaves a component
+that the regression finds (Wald test), and the regression's residual variance tests the
+noise whatever the mean.  Every statistical test has a false-fail rate of FALSE_FAIL.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import random
+import sys
+
+import numpy as np
+
+FALSE_FAIL = 1e-4  # per statistical test
+EPS_RTOL, EPS_ATOL = 1e-5, 1e-8  # optimal_eps: loose enough for a float32 computation
+TRAJ_STEPS, TRAJ_POINTS = 5, 400  # the recorded run: T steps of n points in 2-D
+STD_POINTS = 20_000  # points of each run with ε* (40 000 values: the std to ±0.4 %)
+DATA_STDS = (0.5, 2.0)  # Ex. 9(b)
+NOTES_BETAS = np.linspace(0.001, 0.2, 100)  # Ex. 9(b): 100 steps, β_t linear
+NOISELESS = 1e-4  # a step whose residual spread is below this adds no noise
+EXACT = 1e-5  # relative tolerance of a noiseless step's mean (float32 is fine)
+
+# --- inputs: the same functions in the sandbox (probe) and the trusted process (grade) ----
+
+
+def cases(seed: int) -> dict:
+    """The ε* inputs, the recorded run's schedule and its test predictor, for one seed."""
+    rng = np.random.default_rng([seed, 30])
+    eps = []
+    for low, high in ((0.01, 0.05), (0.2, 0.8), (0.95, 0.995)):  # ᾱ_t: late, middle, early
+        eps.append(
+            {
+                "x_t": rng.normal(0.0, 2.0, (6, 2)),
+                "alpha_bar": float(rng.uniform(low, high)),
+                "s": float(rng.uniform(0.3, 3.0)),
+            }
+        )
+    return {
+        "eps": eps,
+        "betas": np.sort(rng.uniform(0.08, 0.3, TRAJ_STEPS)),  # large steps: ᾱ_t far from α_t
+        "weights": rng.uniform(0.6, 1.4, TRAJ_STEPS),
+        "shifts": rng.uniform(-0.5, 0.5, TRAJ_STEPS),
+        "streams": [int(v) for v in rng.integers(2**62, size=1 + len(DATA_STDS))],
+    }
+
+
+def test_eps(x: np.ndarray, t: int, c: dict) -> np.ndarray:
+    """The recorded run's predictor ε̂(x, t) = tanh(w_t x + c_t): not linear in x, so a
+    wrong mean cannot hide in the regression on (1, x_t, ε̂)."""
+    i = min(max(t, 1), TRAJ_STEPS) - 1
+    return np.tanh(c["weights"][i] * x + c["shifts"][i])
+
+
+def eps_star(x: np.ndarray, t: int, s: float) -> np.ndarray:
+    """ε*(x_t, t) for data N(0, s² I) on the notes' schedule (Ex. 9(a))."""
+    alpha_bar = float(np.cumprod(1 - NOTES_BETAS)[min(max(t, 1), len(NOTES_BETAS)) - 1])
+    return math.sqrt(1 - alpha_bar) * x / (alpha_bar * s**2 + 1 - alpha_bar)
+
+
+# --- probe (sandbox) -------------------------------------------------------------------------
+
+
+def _plain(values) -> list:
+    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
+
+
+def _error(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}"[:300]
+
+
+def _array(x) -> np.ndarray:
+    """What the student passed or returned as a float64 array (a CPU tensor is fine)."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def _step(t) -> int | None:
+    """The step t as an int, or None when it is not a whole number."""
+    try:
+        return operator.index(t)
+    except TypeError:
+        try:
+            return int(t) if float(t).is_integer() else None
+        except (TypeError, ValueError):
+            return None
+
+
+def _seed(stream: int) -> None:
+    """Seed the global generators too, so that a sampler using them is still reproducible."""
+    np.random.seed(stream % 2**32)
+    random.seed(stream)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(stream)
+
+
+class _Recorder:
+    """The ε̂ handed to the student's sampler: records (t, x_t), returns ``predict(x_t, t)``."""
+
+    def __init__(self, predict, max_calls: int, keep_x: bool = True):
+        self.predict, self.max_calls, self.keep_x, self.calls = predict, max_calls, keep_x, []
+
+    def __call__(self, x_t, t):
+        if len(self.calls) >= self.max_calls:
+            raise RuntimeError(
+                f"eps_fn called more than {self.max_calls} times: call it once per step, "
+                "on the whole (n, 2) batch"
+            )
+        x = _array(x_t)
+        step = _step(t)
+        self.calls.append(
+            (step if step is not None else repr(t)[:20], x.copy() if self.keep_x else None)
+        )
+        eps = self.predict(x, step if step is not None else 1)
+        if hasattr(x_t, "detach"):  # a torch sampler gets a tensor back
+            return sys.modules["torch"].as_tensor(eps, dtype=x_t.dtype, device=x_t.device)
+        return eps
+
+
+def _probe_eps(student, c: dict) -> dict:
+    namespace = getattr(student, "__globals__", None)
+    fn = namespace.get("optimal_eps") if isinstance(namespace, dict) else None
+    if not callable(fn):
+        return {"error": "no function optimal_eps is defined next to ddpm_sample"}
+    out = []
+    for case in c["eps"]:
+        try:
+            value = _array(fn(case["x_t"].copy(), case["alpha_bar"], case["s"]))
+            out.append({"shape": list(value.shape), "value": _plain(value.reshape(-1)[:64])})
+        except BaseException as err:  # noqa: BLE001 - anything the student raises
+            out.append({"error": _error(err)})
+    return {"error": None, "cases": out}
+
+
+def _probe_trajectory(student, c: dict) -> dict:
+    recorder = _Recorder(lambda x, t: test_eps(x, t, c), 4 * TRAJ_STEPS)
+    _seed(c["streams"][0])
+    try:
+        x0 = _array(
+            student(
+                recorder, c["betas"].copy(), TRAJ_POINTS, np.random.default_rng(c["streams"][0])
+            )
+        )
+    except BaseException as err:  # noqa: BLE001
+        return {"error": _error(err)}
+    calls = []
+    for step, x in recorder.calls:  # a repeated call on the same x_t is one step
+        if calls and calls[-1][0] == step and np.array_equal(calls[-1][1], x):
+            continue
+        calls.append((step, x))
+    return {
+        "error": None,
+        "calls": [{"t": s, "shape": list(x.shape), "x": _plain(x.reshape(-1))} for s, x in calls],
+        "shape": list(x0.shape),
+        "output": _plain(x0.reshape(-1)[: 2 * TRAJ_POINTS]),
+    }
+
+
+def _probe_std(student, c: dict) -> list[dict]:
+    out = []
+    for s, stream in zip(DATA_STDS, c["streams"][1:], strict=True):
+        recorder = _Recorder(lambda x, t, s=s: eps_star(x, t, s), 2 * len(NOTES_BETAS), False)
+        _seed(stream)
+        try:
+            x0 = _array(
+                student(recorder, NOTES_BETAS.copy(), STD_POINTS, np.random.default_rng(stream))
+            )
+        except BaseException as err:  # noqa: BLE001
+            out.append({"error": _error(err)})
+            continue
+        finite = bool(np.all(np.isfinite(x0)))
+        out.append(
+            {
+                "error": None,
+                "shape": list(x0.shape),
+                "finite": finite,
+                "sum": float(x0.sum()) if finite else 0.0,
+                "sum_sq": float((x0**2).sum()) if finite else 0.0,
+            }
+        )
+    return out
+
+
+def probe(student, seed: int, params: dict) -> dict:
+    """Call optimal_eps and ddpm_sample on the seed's inputs; return plain data."""
+    c = cases(seed)
+    return {
+        "eps": _probe_eps(student, c),
+        "trajectory": _probe_trajectory(student, c),
+        "std": _probe_std(student, c),
+    }
+
+
+# --- grade (trusted) ---------------------------------------------------------------------
+
+NAMES = {
+    "eps": ("ε* = √(1 − ᾱ_t) x_t / (ᾱ_t s² + 1 − ᾱ_t)", 1.0),
+    "mean": ("reverse-step mean (x_t − β_t ε̂/√(1 − ᾱ_t))/√α_t", 2.0),
+    "noise": ("x_T ~ N(0, I) and step noise of variance σ_t² = β_t", 1.0),
+    "last": ("no noise at the last step (t = 1)", 0.5),
+    "std": ("samples with ε* have the std of Ex. 9(b)", 1.5),
+}
+
+
+def _why(rec) -> str:
+    """The error a probe record carries, or "no result"."""
+    return str(rec["error"]) if isinstance(rec, dict) and rec.get("error") else "no result"
+
+
+def _grade_eps(rec, c: dict) -> dict:
+    from autograder.checktools import close, prop, vector
+
+    name, weight = NAMES["eps"]
+    if not isinstance(rec, dict) or rec.get("error") or not isinstance(rec.get("cases"), list):
+        return prop(name, weight, 0, f"optimal_eps: {_why(rec)}.")
+    recs = (rec["cases"] + [None] * len(c["eps"]))[: len(c["eps"])]
+    notes = []
+    for case, r in zip(c["eps"], recs, strict=True):
+        x, ab, s = case["x_t"], case["alpha_bar"], case["s"]
+        where = f"ᾱ_t = {ab:.3f}, s = {s:.2f}"
+        if not isinstance(r, dict) or r.get("error"):
+            notes.append(f"{where}: {_why(r)}.")
+            continue
+        value = vector(r.get("value"))
+        expected = np.sqrt(1 - ab) * x / (ab * s**2 + 1 - ab)
+        if r.get("shape") != list(x.shape) or value is None:
+            notes.append(f"{where}: returned shape {r.get('shape')} for x_t of shape {x.shape}.")
+        elif not close(value, expected.reshape(-1), EPS_RTOL, EPS_ATOL):
+            notes.append(f"{where}: wrong value.")
+    if not notes:
+        return prop(name, weight, 1, "optimal_eps matches E[ε | x_t] at early, middle and late t.")
+    return prop(
+        name,
+        weight,
+        1 - len(notes) / len(c["eps"]),
+        " ".join(notes) + " For x_0 ~ N(0, s²), x_t = √ᾱ_t x_0 + √(1 − ᾱ_t) ε is Gaussian with "
+        "Cov(ε, x_t) = √(1 − ᾱ_t) and Var x_t = ᾱ_t s² + 1 − ᾱ_t; ε* = E[ε | x_t] is their "
+        "ratio times x_t (Ex. 9(a)).",
+    )
+
+
+def _steps(rec) -> list[tuple] | str:
+    """(t passed, x_t, x_{t−1}) of the recorded run, T down to 1; or why they cannot be read."""
+    from autograder.checktools import vector
+
+    if not isinstance(rec, dict):
+        return "no result"
+    if rec.get("error"):
+        return f"ddpm_sample raised {rec['error']}"
+    calls = rec.get("calls") if isinstance(rec.get("calls"), list) else []
+    if len(calls) != TRAJ_STEPS:
+        return (
+            f"with T = {TRAJ_STEPS} steps, eps_fn was called {len(calls)} times: call it once per "
+            "step, t = T, …, 1, on the whole (n, 2) batch"
+        )
+    shape = [TRAJ_POINTS, 2]
+    xs = []
+    for call in calls:
+        x = vector(call.get("x")) if isinstance(call, dict) else None
+        if x is None or call.get("shape") != shape:
+            return f"eps_fn must receive x_t as an array of shape (n, 2) = ({TRAJ_POINTS}, 2)"
+        xs.append(x.reshape(TRAJ_POINTS, 2))
+    out = vector(rec.get("output"))
+    if out is None or rec.get("shape") != shape:
+        return f"ddpm_sample must return an array of shape (n, 2), not {rec.get('shape')}"
+    xs.append(out.reshape(TRAJ_POINTS, 2))
+    if not all(np.all(np.isfinite(x)) for x in xs):
+        return "the trajectory is not finite (nan or inf)"
+    return [(calls[k].get("t"), xs[k], xs[k + 1]) for k in range(TRAJ_STEPS)]
+
+
+def _residual_fit(x_t: np.ndarray, eps: np.ndarray, resid: np.ndarray) -> dict:
+    """Regress the residual on (1, x_t, ε̂): Wald statistic of the fit, spread left over."""
+    design = np.column_stack([np.ones(x_t.size), x_t.reshape(-1), eps.reshape(-1)])
+    r = resid.reshape(-1)
+    coef, *_ = np.linalg.lstsq(design, r, rcond=None)
+    fitted = design @ coef
+    rss = float(np.sum((r - fitted) ** 2))
+    dof = r.size - design.shape[1]
+    spread = math.sqrt(rss / dof)
+    wald = float(np.sum(fitted**2)) / (rss / dof) if spread >= NOISELESS else math.inf
+    return {"rss": rss, "dof": dof, "spread": spread, "wald": wald, "max": float(np.abs(r).max())}
+
+
+def _two_sided(stat: float, dof: int) -> float:
+    from autograder.checktools import chi2_sf
+
+    upper = chi2_sf(stat, dof)
+    return 2 * min(upper, 1 - upper)
+
+
+def _grade_trajectory(rec, c: dict) -> list[dict]:
+    from autograder.checktools import chi2_sf, prop
+
+    names = [NAMES[k] for k in ("mean", "noise", "last")]
+    steps = _steps(rec)
+    if isinstance(steps, str):
+        return [prop(n, w, 0, f"Recorded run: {steps}.") for n, w in names]
+    betas = c["betas"]
+    alpha_bars = np.cumprod(1 - betas)
+    fits, exact_misses = {}, []
+    for _, x_t, x_prev in steps:
+        t = TRAJ_STEPS - len(fits)
+        beta, alpha_bar = betas[t - 1], alpha_bars[t - 1]
+        eps = test_eps(x_t, t, c)
+        mean = (x_t - beta / math.sqrt(1 - alpha_bar) * eps) / math.sqrt(1 - beta)
+        fits[t] = _residual_fit(x_t, eps, x_prev - mean)
+        if fits[t]["spread"] < NOISELESS and fits[t]["max"] > EXACT * (1 + np.abs(x_prev).max()):
+            exact_misses.append(t)
+    passed_ts = [s for s, _, _ in steps]
+    expected_ts = list(range(TRAJ_STEPS, 0, -1))
+
+    # 1. the mean of every step
+    noisy = [f for f in fits.values() if f["spread"] >= NOISELESS]
+    wald = sum(f["wald"] for f in noisy)
+    dof = 3 * len(noisy)
+    pval = chi2_sf(wald, dof) if dof else 1.0
+    # σ_t is estimated, not known: test at half the rate to keep the false-fail rate
+    ok = passed_ts == expected_ts and not exact_misses and pval >= FALSE_FAIL / 2
+    if ok:
+        msg = (
+            f"Over {TRAJ_STEPS} recorded steps, x_{{t−1}} minus the reverse mean leaves no trace "
+            f"of x_t or ε̂ (Wald χ² = {wald:.1f} on {dof} degrees of freedom)."
+        )
+    elif passed_ts != expected_ts:
+        msg = (
+            f"eps_fn was called at t = {', '.join(map(str, passed_ts))}: the steps run "
+            f"t = T, …, 1 (here {TRAJ_STEPS} to 1), and betas[t − 1] is β_t."
+        )
+    else:
+        worst = (t for t, f in fits.items() if f in noisy and chi2_sf(f["wald"], 3) < FALSE_FAIL)
+        bad = sorted({*exact_misses, *worst}, reverse=True)
+        msg = (
+            f"x_{{t−1}} is not the reverse mean plus independent noise (Wald χ² = "
+            f"{wald:.1f} on {dof} degrees of freedom, p-value {pval:.2g}"
+            + (f"; worst at t = {', '.join(map(str, bad))}" if bad else "")
+            + "): the mean is (x_t − β_t/√(1 − ᾱ_t) ε̂)/√α_t with ᾱ_t = α_1⋯α_t, the product "
+            "of all α_s up to t, not α_t (def. 7.13)."
+        )
+    props = [prop(*names[0], ok, msg)]
+
+    # 2. x_T ~ N(0, I) and noise of variance β_t at t ≥ 2
+    x_T = steps[0][1]
+    start_p = min(
+        _two_sided(float(np.sum(x_T**2)), x_T.size),
+        math.erfc(abs(float(x_T.sum())) / math.sqrt(2 * x_T.size)),
+    )
+    silent = [t for t in range(2, TRAJ_STEPS + 1) if fits[t]["spread"] < NOISELESS]
+    stat = sum(fits[t]["rss"] / betas[t - 1] for t in range(2, TRAJ_STEPS + 1))
+    dof = sum(fits[t]["dof"] for t in range(2, TRAJ_STEPS + 1))
+    noise_p = _two_sided(stat, dof)
+    spreads = ", ".join(
+        f"t = {t}: {fits[t]['spread'] ** 2 / betas[t - 1]:.2f}" for t in range(TRAJ_STEPS, 1, -1)
+    )
+    parts = []
+    if start_p < FALSE_FAIL:
+        parts.append(
+            f"x_T is not N(0, I) (p-value {start_p:.2g}): draw it with rng.standard_normal((n, 2))."
+        )
+    if silent:
+        parts.append(f"No noise is added at t = {', '.join(map(str, silent))}.")
+    elif noise_p < FALSE_FAIL:
+        parts.append(
+            f"The noise variance over β_t is {spreads} (χ² p-value {noise_p:.2g} < "
+            f"{FALSE_FAIL:g}): add σ_t z with σ_t = √β_t, z ~ N(0, I) (def. 7.13, Ex. 9(b))."
+        )
+    ok = not parts
+    msg = (
+        f"x_T ~ N(0, I), and the noise of steps T, …, 2 has variance β_t ({spreads})."
+        if ok
+        else " ".join(parts)
+    )
+    props.append(prop(*names[1], ok, msg))
+
+    # 3. the last step returns the mean
+    last = fits[1]
+    if last["spread"] < NOISELESS:
+        props.append(prop(*names[2], 1, "The last step returns its mean, x_0 = μ_1(x_1)."))
+    else:
+        props.append(
+            prop(
+                *names[2],
+                0,
+                f"At t = 1 your step adds noise of variance {last['spread'] ** 2:.3g}: the last "
+                "step returns the mean, z = 0 at t = 1 (def. 7.13).",
+            )
+        )
+    return props
+
+
+def _grade_std(recs) -> dict:
+    from autograder.checktools import prop
+    from costmodel.diffusion import ddpm_sample_std
+
+    name, weight = NAMES["std"]
+    recs = recs if isinstance(recs, list) else []
+    recs = (recs + [None] * len(DATA_STDS))[: len(DATA_STDS)]
+    oks, notes = [], []
+    for s, rec in zip(DATA_STDS, recs, strict=True):
+        if not isinstance(rec, dict) or rec.get("error"):
+            notes.append(f"s = {s:g}: {_why(rec)}.")
+            oks.append(False)
+            continue
+        if rec.get("shape") != [STD_POINTS, 2] or rec.get("finite") is not True:
+            notes.append(
+                f"s = {s:g}: the samples are not a finite ({STD_POINTS}, 2) array "
+                f"(shape {rec.get('shape')})."
+            )
+            oks.append(False)
+            continue
+        sum_sq = rec.get("sum_sq")
+        if type(sum_sq) is not float or not math.isfinite(sum_sq) or sum_sq < 0:
+            notes.append(f"s = {s:g}: no usable samples.")
+            oks.append(False)
+            continue
+        count = 2 * STD_POINTS
+        pval = _two_sided(sum_sq / ddpm_sample_std(s) ** 2, count)
+        std = math.sqrt(sum_sq / count)
+        oks.append(pval >= FALSE_FAIL)
+        notes.append(
+            f"s = {s:g}: std {std:.3f}" + ("" if oks[-1] else f" (p-value {pval:.2g})") + "."
+        )
+    msg = " ".join(notes)
+    if all(oks):
+        msg = (
+            f"With ε* and 100 steps of β_t linear from 0.001 to 0.2, {2 * STD_POINTS} sampled "
+            f"values: {msg} Close to s, as in Ex. 9(b)."
+        )
+    else:
+        msg += (
+            f" With ε* on the schedule of Ex. 9(b) the samples' std is close to s (σ_t² = β_t; "
+            f"the χ² test on {2 * STD_POINTS} values has a false-fail rate of {FALSE_FAIL:g})."
+        )
+    return prop(name, weight, sum(oks) / len(oks), msg)
+
+
+def grade(result: dict, seed: int, params: dict) -> list[dict]:
+    """Score the probe's records against ε*, the reverse step and the std of Ex. 9(b)."""
+    c = cases(seed)
+    r = result if isinstance(result, dict) else {}
+    return [
+        _grade_eps(r.get("eps"), c),
+        *_grade_trajectory(r.get("trajectory"), c),
+        _grade_std(r.get("std")),
+    ]

@@ -1,0 +1,299 @@
+"""Checks of the activation-checkpointing code part (000 §2.5, Proposition 2.8).
+
+``probe`` runs in the sandbox: it builds n float64 layers Linear(w, w) + tanh from the
+seed, each wrapped in a module that logs its calls, runs the student's
+``checkpointed_forward(layers, x, k)`` and then a backward pass of a fixed linear loss,
+and returns the output, the gradients and the log of the layer calls, split into the
+forward phase and the backward phase.  ``grade`` runs in the trusted process: it redraws
+the layers and recomputes the plain forward and backward in NumPy.
+
+Two cases: the input requires a gradient and k does not divide n (the call counts and
+the recomputed segments are read from this one), then an input without gradient, as in
+the notes' code, where a reentrant checkpoint loses every gradient.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+RTOL, ATOL = 1e-9, 1e-12  # recomputation repeats the same float64 operations
+MAX_LOG = 1000  # layer calls logged per case
+
+# --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
+
+
+def _case(rng: np.random.Generator, n: int, k: int, x_grad: bool) -> dict:
+    width, batch = int(rng.choice([6, 8])), int(rng.integers(3, 6))
+    return {
+        "n": n,
+        "k": k,
+        "x_grad": x_grad,
+        "weights": [rng.normal(0, 1 / math.sqrt(width), (width, width)) for _ in range(n)],
+        "biases": [rng.normal(0, 0.1, width) for _ in range(n)],
+        "x": rng.standard_normal((batch, width)),
+        "loss_weights": rng.standard_normal((batch, width)),  # loss = sum(out * loss_weights)
+    }
+
+
+def cases(seed: int) -> list[dict]:
+    """Case 0: k does not divide n, the input requires grad; case 1: k divides n, it does not."""
+    rng = np.random.default_rng([seed, 40])
+    # k divides neither n nor n + 1, and n // k and ⌈n/k⌉ differ from k: reading k as the
+    # number of segments gives other segments
+    n0, k0 = [(10, 4), (11, 4), (11, 5), (12, 5), (13, 3), (13, 5), (14, 3), (14, 5)][
+        int(rng.integers(8))
+    ]
+    n1, k1 = [(8, 2), (8, 4), (9, 3), (12, 3), (12, 4), (12, 6)][int(rng.integers(6))]
+    return [_case(rng, n0, k0, True), _case(rng, n1, k1, False)]
+
+
+def segments(n: int, k: int) -> list[list[int]]:
+    """The layers of each segment: [0, k), [k, 2k), ..., the last one shorter."""
+    return [list(range(i, min(i + k, n))) for i in range(0, n, k)]
+
+
+def _plain(values) -> list:
+    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
+
+
+def _run(student, case: dict) -> dict:
+    import torch
+
+    log: list[list] = []  # [phase, layer index] of every layer call
+    phase = ["forward"]
+
+    class Layer(torch.nn.Module):
+        """Linear(w, w) then tanh, logging each call."""
+
+        def __init__(self, index: int, weight: np.ndarray, bias: np.ndarray):
+            super().__init__()
+            self.index = index
+            self.linear = torch.nn.Linear(weight.shape[1], weight.shape[0], dtype=torch.float64)
+            with torch.no_grad():
+                self.linear.weight.copy_(torch.from_numpy(weight))
+                self.linear.bias.copy_(torch.from_numpy(bias))
+
+        def forward(self, h):
+            if len(log) < MAX_LOG:
+                log.append([phase[0], self.index])
+            return torch.tanh(self.linear(h))
+
+    layers = torch.nn.ModuleList(
+        [
+            Layer(i, w, b)
+            for i, (w, b) in enumerate(zip(case["weights"], case["biases"], strict=True))
+        ]
+    )
+    x = torch.tensor(case["x"], dtype=torch.float64, requires_grad=case["x_grad"])
+    rec: dict = {"error": None, "backward_error": None, "log": log}
+    try:
+        out = student(layers, x, case["k"])
+    except BaseException as err:  # noqa: BLE001 - anything the student raises
+        return {"error": f"{type(err).__name__}: {err}"[:300], "log": log}
+    if not isinstance(out, torch.Tensor):
+        return {"error": f"returned {type(out).__name__}, not a tensor", "log": log}
+    rec["shape"] = list(out.shape)
+    rec["value"] = _plain(out.detach().to(torch.float64).reshape(-1)[:200].tolist())
+    try:
+        phase[0] = "backward"
+        loss = (out * torch.tensor(case["loss_weights"], dtype=torch.float64)).sum()
+        loss.backward()
+    except BaseException as err:  # noqa: BLE001
+        rec["backward_error"] = f"{type(err).__name__}: {err}"[:300]
+    grads = []
+    for layer in layers:
+        for p in (layer.linear.weight, layer.linear.bias):
+            grads.append(None if p.grad is None else _plain(p.grad.reshape(-1).tolist()))
+    rec["grads"] = grads
+    if case["x_grad"]:
+        rec["x_grad"] = None if x.grad is None else _plain(x.grad.reshape(-1).tolist())
+    return rec
+
+
+def probe(student, seed: int, params: dict) -> dict:
+    """Run ``checkpointed_forward`` and a backward pass on both cases; return plain data."""
+    return {"cases": [_run(student, case) for case in cases(seed)]}
+
+
+# --- grade (trusted) ---------------------------------------------------------------------
+
+
+def plain_forward_backward(case: dict) -> dict:
+    """Output and gradients of the plain forward and backward, in NumPy."""
+    hs = [case["x"]]
+    for w, b in zip(case["weights"], case["biases"], strict=True):
+        hs.append(np.tanh(hs[-1] @ w.T + b))
+    g = case["loss_weights"]  # d loss / d out
+    grads: list[np.ndarray] = []
+    for i in reversed(range(case["n"])):
+        pre = g * (1 - hs[i + 1] ** 2)  # through tanh
+        grads[:0] = [(pre.T @ hs[i]).reshape(-1), pre.sum(axis=0)]
+        g = pre @ case["weights"][i]
+    return {"out": hs[-1].reshape(-1), "grads": grads, "x_grad": g.reshape(-1)}
+
+
+def _log(rec) -> list[tuple[str, int]] | None:
+    log = rec.get("log") if isinstance(rec, dict) else None
+    if not isinstance(log, list):
+        return None
+    out = []
+    for e in log:
+        if not (isinstance(e, list) and len(e) == 2 and e[0] in ("forward", "backward")):
+            return None
+        if type(e[1]) is not int:
+            return None
+        out.append((e[0], e[1]))
+    return out
+
+
+def _runs(indices: list[int]) -> list[list[int]]:
+    """Maximal runs of consecutive increasing layer indices."""
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
+def _spans(runs: list[list[int]]) -> str:
+    """'10–12, 5–9, 0–4': the first and last layer of each run."""
+    return ", ".join(f"{s[0]}–{s[-1]}" if len(s) > 1 else f"{s[0]}" for s in runs)
+
+
+def grade(result: dict, seed: int, params: dict) -> list[dict]:
+    """Score output, gradients, call counts and recomputed segments against the plain run."""
+    from autograder.checktools import close, prop, vector
+
+    cs = cases(seed)
+    r = result if isinstance(result, dict) else {}
+    recs = r.get("cases") if isinstance(r.get("cases"), list) else []
+    recs = [x if isinstance(x, dict) else {} for x in (recs + [{}, {}])[:2]]
+    refs = [plain_forward_backward(c) for c in cs]
+    props = []
+
+    def label(c: dict) -> str:
+        grad = "requires grad" if c["x_grad"] else "does not require grad"
+        return f"n = {c['n']}, k = {c['k']}, input that {grad}"
+
+    # 1. output
+    oks, notes = [], []
+    for c, rec, ref in zip(cs, recs, refs, strict=True):
+        ok = not rec.get("error") and close(vector(rec.get("value")), ref["out"], RTOL, ATOL)
+        oks.append(ok)
+        if not ok:
+            why = rec.get("error") or (
+                f"the output has shape {rec.get('shape')}"
+                if rec.get("shape") != list(c["x"].shape)
+                else "the output differs from the plain forward"
+            )
+            notes.append(f"{label(c)}: {why}.")
+    msg = (
+        "The output equals the plain forward's on both cases."
+        if all(oks)
+        else " ".join(notes) + " Apply every layer once, in order, segment after segment."
+    )
+    props.append(prop("same output as the plain forward", 1.0, sum(oks) / 2, msg))
+
+    # 2. gradients
+    oks, notes = [], []
+    for c, rec, ref in zip(cs, recs, refs, strict=True):
+        grads = rec.get("grads") if isinstance(rec.get("grads"), list) else []
+        missing = [i // 2 for i, g in enumerate(grads) if g is None]
+        if rec.get("error") or rec.get("backward_error"):
+            why = rec.get("error") or f"the backward pass fails: {rec['backward_error']}"
+        elif len(grads) != len(ref["grads"]):
+            why = "no gradients"
+        elif missing:
+            why = f"layers {sorted(set(missing))} get no gradient"
+        elif not all(
+            close(vector(g), e, RTOL, ATOL) for g, e in zip(grads, ref["grads"], strict=True)
+        ):
+            why = "the parameters' gradients differ from the plain backward's"
+        elif c["x_grad"] and not close(vector(rec.get("x_grad")), ref["x_grad"], RTOL, ATOL):
+            why = "the input's gradient differs from the plain backward's"
+        else:
+            why = ""
+        oks.append(not why)
+        if why:
+            notes.append(f"{label(c)}: {why}.")
+    if all(oks):
+        msg = "Every gradient equals the plain backward's, with and without an input gradient."
+    else:
+        msg = " ".join(notes) + (
+            " Checkpointing must not change the gradients (Proposition 2.8): let autograd "
+            "recompute each segment (torch.utils.checkpoint), do not detach between segments."
+        )
+        if not oks[1]:
+            msg += (
+                " With an input that does not require grad, a reentrant checkpoint returns an "
+                "output without gradient: pass use_reentrant=False, as in the notes' code."
+            )
+    props.append(prop("same gradients as the plain backward", 2.0, sum(oks) / 2, msg))
+
+    # 3. and 4. read from the call log of case 0 (k does not divide n)
+    c, rec = cs[0], recs[0]
+    segs = segments(c["n"], c["k"])
+    log = _log(rec)
+    ran = log is not None and not rec.get("error") and not rec.get("backward_error")
+    if not ran:
+        why = rec.get("error") or rec.get("backward_error") or "no call log"
+        cannot = f"Cannot tell: with {label(c)} the forward and backward do not run ({why})."
+        props.append(prop("every layer runs twice: one extra forward", 2.0, 0, cannot))
+        props.append(prop("recomputes segments of k layers", 2.0, 0, cannot))
+        return props
+
+    calls = [sum(1 for _, i in log if i == j) for j in range(c["n"])]
+    last = set(segs[-1])
+    wrong = [j for j in range(c["n"]) if calls[j] != 2 and not (j in last and calls[j] == 1)]
+    if not wrong:
+        msg = (
+            f"Each of the {c['n']} layers runs once forward and is recomputed once in the "
+            "backward pass."
+        )
+    elif all(x == 1 for x in calls):
+        msg = (
+            f"With {label(c)}, every layer runs once: nothing is recomputed, so every "
+            "activation was stored. Wrap each segment in torch.utils.checkpoint.checkpoint "
+            "(Proposition 2.8)."
+        )
+    else:
+        counts = ", ".join(f"layer {j}: {calls[j]}" for j in wrong[:6])
+        msg = (
+            f"With {label(c)}, {counts} calls. Checkpointing runs each layer once forward and "
+            "recomputes it once in the backward pass: 2 calls per layer, one extra forward "
+            "(Proposition 2.8)."
+        )
+    props.append(prop("every layer runs twice: one extra forward", 2.0, not wrong, msg))
+
+    runs = _runs([i for p, i in log if p == "backward"])
+    expected = segs[::-1]
+    ok = runs in (expected, expected[1:])
+    if ok:
+        msg = (
+            f"The backward pass recomputes the segments {_spans(expected)}: a checkpoint every "
+            f"k = {c['k']} layers, n/k + k units at the peak."
+        )
+    elif not runs:
+        msg = f"With {label(c)}, the backward pass recomputes nothing: no layer is checkpointed."
+    else:
+        got = _spans(runs[:8])
+        msg = (
+            f"With {label(c)}, the backward pass recomputes the layers in runs {got}, not in "
+            f"segments of k = {c['k']} layers [0, k), [k, 2k), ... (the last one shorter)."
+        )
+        if all(len(s) == 1 for s in runs):
+            msg += (
+                " Checkpointing every layer on its own stores n checkpoints: the peak is "
+                "n/k + k with k = 1, no saving (Proposition 2.8)."
+            )
+        else:
+            msg += (
+                " k is the number of layers per segment, not the number of segments "
+                "(checkpoint_sequential takes the latter and sizes the segments itself)."
+            )
+    props.append(prop("recomputes segments of k layers", 2.0, ok, msg))
+    return props

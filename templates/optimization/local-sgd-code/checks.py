@@ -1,0 +1,259 @@
+"""Checks of the local SGD code part (000 §4.3, local SGD and DiLoCo).
+
+``probe`` runs in the sandbox: it calls the student's ``local_sgd`` three times on a noisy
+quadratic with different data on each worker (H = 1, and two values of H > 1, one of
+which does not divide T), with gradient functions that log the point of every call and an
+``average`` that logs when it is called.  ``grade`` runs in the trusted process: it redraws
+the problem and the gradient noise from the seed and replays local SGD.
+
+The properties are separated on purpose: averaging with ``np.mean`` instead of ``average``
+costs only the count of rounds, averaging every step whatever H costs the count and the
+trajectory, and workers that share one array after averaging cost the restart.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+WORKERS, DIM, LR, NOISE = 4, 6, 0.1, 0.5
+RTOL, ATOL = 1e-5, 1e-7  # a float32 computation inside passes
+SAME_RTOL, SAME_ATOL = 1e-9, 1e-12  # copies of one average are equal
+MAX_CALLS = 400  # gradient calls logged per worker
+
+# --- inputs: the same functions in the sandbox (probe) and the trusted process (grade) ----
+
+
+def problem(seed: int) -> dict:
+    """f_i(x) = ½ (x − c_i)ᵀ diag(a_i) (x − c_i): a different optimum c_i on each worker."""
+    rng = np.random.default_rng([seed, 40])
+    h_short = int(rng.integers(3, 6))
+    h_long = int(rng.integers(6, 9))
+    return {
+        "curv": rng.uniform(0.5, 2.0, (WORKERS, DIM)),
+        "center": rng.normal(0.0, 1.0, (WORKERS, DIM)),
+        "x0": rng.normal(0.0, 1.0, DIM),
+        # (H, T): mini-batch SGD; T not a multiple of H (a last segment without averaging);
+        # T a multiple of H (the run ends with an averaging)
+        "runs": [
+            (1, int(rng.integers(8, 13))),
+            (h_short, h_short * int(rng.integers(4, 7)) + int(rng.integers(1, h_short))),
+            (h_long, 3 * h_long),
+        ],
+    }
+
+
+def _noise(seed: int, run: int, worker: int) -> np.random.Generator:
+    """Worker ``worker``'s minibatch stream in run ``run``: one draw per gradient call."""
+    return np.random.default_rng([seed, 41, run, worker])
+
+
+def _grad(prob: dict, i: int, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return prob["curv"][i] * (x - prob["center"][i]) + NOISE * rng.standard_normal(DIM)
+
+
+def _plain(values) -> list:
+    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
+
+
+class _Run:
+    """The gradient functions and the communication round of one run, with their logs."""
+
+    def __init__(self, prob: dict, seed: int, run: int):
+        self.prob = prob
+        self.rngs = [_noise(seed, run, i) for i in range(WORKERS)]
+        self.points = [[] for _ in range(WORKERS)]  # x of every gradient call, per worker
+        self.calls = [0] * WORKERS
+        self.rounds = []  # gradient calls of each worker when average was called
+
+    def grad_fn(self, i: int):
+        def grad(x):
+            x = np.array(x, dtype=np.float64).reshape(-1)
+            if x.shape != (DIM,):
+                raise ValueError(f"grads[{i}] expects a model of {DIM} elements, got {x.size}")
+            self.calls[i] += 1
+            if len(self.points[i]) < MAX_CALLS:
+                self.points[i].append(_plain(x))
+            return _grad(self.prob, i, x, self.rngs[i])
+
+        return grad
+
+    def average(self, models):
+        stacked = np.array([np.array(m, dtype=np.float64).reshape(-1) for m in models])
+        if stacked.shape != (WORKERS, DIM):
+            raise ValueError(
+                f"average expects the list of the {WORKERS} models of {DIM} elements, "
+                f"got an array of shape {stacked.shape}"
+            )
+        self.rounds.append(list(self.calls))
+        return stacked.mean(axis=0)
+
+
+def _models(out) -> list | str:
+    """The returned models as plain lists, or why they are not p models of d elements."""
+    try:
+        if isinstance(out, list | tuple):
+            out = [m.detach().cpu().numpy() if hasattr(m, "detach") else m for m in out]
+        elif hasattr(out, "detach"):
+            out = out.detach().cpu().numpy()
+        a = np.array(out, dtype=np.float64)
+    except Exception as err:  # noqa: BLE001
+        return f"the result is not a list of models ({type(out).__name__}: {err})"[:300]
+    if a.shape != (WORKERS, DIM):
+        return f"returned shape {a.shape}; return the list of the {WORKERS} models ({DIM} each)"
+    return [_plain(row) for row in a]
+
+
+def probe(student, seed: int, params: dict) -> dict:
+    """Three runs of ``local_sgd`` with logging gradients and a logging ``average``."""
+    prob = problem(seed)
+    runs = []
+    for r, (h, t) in enumerate(prob["runs"]):
+        log = _Run(prob, seed, r)
+        grads = [log.grad_fn(i) for i in range(WORKERS)]
+        try:
+            out = student(grads, prob["x0"].copy(), LR, t, h, log.average)
+            models, error = _models(out), None
+            if isinstance(models, str):
+                models, error = None, models
+        except BaseException as err:  # noqa: BLE001 - anything the student raises
+            models, error = None, f"{type(err).__name__}: {err}"[:300]
+        runs.append(
+            {
+                "error": error,
+                "models": models,
+                "rounds": log.rounds,
+                "calls": log.calls,
+                "points": log.points,
+            }
+        )
+    return {"runs": runs}
+
+
+# --- grade (trusted) ---------------------------------------------------------------------
+
+
+def reference(seed: int, run: int) -> np.ndarray:
+    """The p models after local SGD with the run's (H, T), replayed from the seed."""
+    prob = problem(seed)
+    h, t = prob["runs"][run]
+    rngs = [_noise(seed, run, i) for i in range(WORKERS)]
+    xs = np.tile(prob["x0"], (WORKERS, 1))
+    for step in range(1, t + 1):
+        xs = np.array([x - LR * _grad(prob, i, x, rngs[i]) for i, x in enumerate(xs)])
+        if step % h == 0:
+            xs[:] = xs.mean(axis=0)
+    return xs
+
+
+def _matrix(x, shape: tuple[int, int]) -> np.ndarray | None:
+    from autograder.checktools import matrix
+
+    m = matrix(x)
+    return m if m is not None and m.shape == shape and np.all(np.isfinite(m)) else None
+
+
+def _rounds_ok(rec: dict, h: int, t: int) -> tuple[bool, str]:
+    rounds = rec.get("rounds")
+    if not isinstance(rounds, list):
+        return False, "no log of the rounds"
+    expected = [[k * h] * WORKERS for k in range(1, t // h + 1)]
+    if rounds == expected:
+        return True, ""
+    if not rounds:
+        return False, "average was never called (averaging with np.mean is not communicating)"
+    if len(rounds) != len(expected):
+        return False, f"average was called {len(rounds)} times"
+    for r in rounds:
+        if not (isinstance(r, list) and r and type(r[0]) is int and r == r[:1] * WORKERS):
+            return False, "the workers had not all taken the same number of steps at a round"
+        if r[0] % h:
+            return False, f"average was called after {r} local steps of the {WORKERS} workers"
+    return False, "average was called at the wrong steps"
+
+
+def _restarts_ok(rec: dict, h: int, t: int) -> tuple[bool, str]:
+    """At each worker's call kH + 1, and at the end when H divides T, one common model."""
+    points = rec.get("points")
+    if not (isinstance(points, list) and len(points) == WORKERS):
+        return False, "no log of the gradient calls"
+    for k in range(1, (t - 1) // h + 1):
+        xs = [
+            _matrix(p[k * h : k * h + 1], (1, DIM)) if isinstance(p, list) else None for p in points
+        ]
+        if any(x is None for x in xs):
+            return False, f"a worker made fewer than {k * h + 1} gradient calls"
+        if not all(np.allclose(x, xs[0], rtol=SAME_RTOL, atol=SAME_ATOL) for x in xs):
+            return False, f"after step {k * h} the workers do not all continue from the same model"
+    if t % h == 0:
+        models = _matrix(rec.get("models"), (WORKERS, DIM))
+        if models is None:
+            return False, "no returned models"
+        if not np.allclose(models, models[0], rtol=SAME_RTOL, atol=SAME_ATOL):
+            return (
+                False,
+                f"the run ends with an averaging (T = {t}), but the returned models differ",
+            )
+    return True, ""
+
+
+def grade(result: dict, seed: int, params: dict) -> list[dict]:
+    """Replay local SGD from the seed and compare the runs' logs and models."""
+    from autograder.checktools import prop
+
+    prob = problem(seed)
+    r = result if isinstance(result, dict) else {}
+    runs = r.get("runs") if isinstance(r.get("runs"), list) else []
+    runs = [x if isinstance(x, dict) else {} for x in (runs + [None] * 3)[:3]]
+    names = [f"run {i + 1} (H = {h}, T = {t})" for i, (h, t) in enumerate(prob["runs"])]
+
+    models_ok, notes = [], []
+    for i, rec in enumerate(runs):
+        got = _matrix(rec.get("models"), (WORKERS, DIM))
+        ok = got is not None and np.allclose(got, reference(seed, i), rtol=RTOL, atol=ATOL)
+        models_ok.append(ok)
+        why = rec.get("error") if isinstance(rec.get("error"), str) else None
+        why = why or ("no usable models" if got is None else "the models differ")
+        notes.append(f"{names[i]}: {why}.")
+    sync_msg = (
+        "With H = 1, every worker ends at the point of mini-batch SGD, x ← x − η·mean of the "
+        "p gradients."
+        if models_ok[0]
+        else notes[0] + " With H = 1, local SGD averages after every step, which is mini-batch "
+        "SGD: x ← x − η·mean of the p gradients, each at the common model (§4.3)."
+    )
+    props = [prop("H = 1 is mini-batch SGD", 1.0, models_ok[0], sync_msg)]
+
+    checks = [_rounds_ok(rec, h, t) for rec, (h, t) in zip(runs, prob["runs"], strict=True)]
+    oks = [ok for ok, _ in checks]
+    msg = (
+        "average is called ⌊T/H⌋ times, after local steps H, 2H, … of every worker."
+        if all(oks)
+        else " ".join(f"{n}: {why}." for n, (ok, why) in zip(names, checks, strict=True) if not ok)
+        + " Local SGD communicates once after every H local steps (t mod H = 0), ⌊T/H⌋ times "
+        "in all, through average (§4.3)."
+    )
+    props.append(prop("⌊T/H⌋ rounds, one after every H local steps", 2.0, sum(oks) / 3, msg))
+
+    checks = [_restarts_ok(rec, h, t) for rec, (h, t) in zip(runs, prob["runs"], strict=True)]
+    oks = [ok for ok, _ in checks]
+    msg = (
+        "After each averaging all workers continue from the same model."
+        if all(oks)
+        else " ".join(f"{n}: {why}." for n, (ok, why) in zip(names, checks, strict=True) if not ok)
+        + " After a round every worker continues from its own copy of the average: "
+        "[avg.copy() for _ in range(p)], not [avg] * p updated in place (§4.3)."
+    )
+    props.append(prop("every worker restarts from the average", 1.0, sum(oks) / 3, msg))
+
+    local = models_ok[1:]
+    msg = (
+        "With H > 1 the models after T steps match local SGD on the noisy quadratic."
+        if all(local)
+        else " ".join(n for n, ok in zip(notes[1:], local, strict=True) if not ok)
+        + " Each worker steps with its own gradient at its own model, H steps between two "
+        "averagings, and a last incomplete segment ends without averaging (§4.3)."
+    )
+    props.append(prop("matches local SGD on a quadratic", 2.0, sum(local) / 2, msg))
+    return props

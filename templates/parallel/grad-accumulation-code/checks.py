@@ -1,0 +1,268 @@
+"""Checks of the gradient-accumulation code part (000 §1.5, Proposition 1.10, Exercise 6).
+
+``probe`` runs in the sandbox: it builds a float64 MLP Linear(5, 8) + tanh + Linear(8, 3)
+from the seed, wrapped in a module that logs every forward call (with its batch size) and
+every backward pass through its output, calls the student's
+``accumulate_gradients(model, loss_fn, x, y, k)`` for three values of k on the same batch,
+and returns the gradients left in .grad and the log.  ``grade`` runs in the trusted
+process: it redraws the model and the batch and computes the full-batch gradient of the
+mean squared error in NumPy.
+
+The properties are separated on purpose, as in Exercise 6: the direction (every example
+counted once), the scale (means divided by k; a sum over examples multiplies the gradient
+by the examples per micro-step times k) and the schedule (one forward and one backward
+per micro-batch), so that a summed loss costs only the scale.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+BATCH = 24
+STEPS = (2, 3, 8)  # B/k = 12, 8, 3: never equal to k, so every wrong factor is told apart
+D_IN, D_HIDDEN, D_OUT = 5, 8, 3
+MAX_LOG = 200
+
+# --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
+
+
+def data(seed: int) -> dict:
+    """The MLP's weights and one batch of BATCH examples."""
+    rng = np.random.default_rng([seed, 60])
+    return {
+        "w1": rng.normal(0, 1 / math.sqrt(D_IN), (D_HIDDEN, D_IN)),
+        "b1": rng.normal(0, 0.1, D_HIDDEN),
+        "w2": rng.normal(0, 1 / math.sqrt(D_HIDDEN), (D_OUT, D_HIDDEN)),
+        "b2": rng.normal(0, 0.1, D_OUT),
+        "x": rng.standard_normal((BATCH, D_IN)),
+        "y": rng.standard_normal((BATCH, D_OUT)),
+    }
+
+
+def _plain(values) -> list:
+    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
+
+
+def _run(student, d: dict, k: int) -> dict:
+    import torch
+
+    log: list[list] = []  # ["forward", batch size] or ["backward", batch size]
+
+    def note(phase: str, size: int) -> None:
+        if len(log) < MAX_LOG:
+            log.append([phase, size])
+
+    class Watched(torch.nn.Module):
+        """The MLP, logging each forward call and each backward pass through its output."""
+
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Sequential(
+                torch.nn.Linear(D_IN, D_HIDDEN, dtype=torch.float64),
+                torch.nn.Tanh(),
+                torch.nn.Linear(D_HIDDEN, D_OUT, dtype=torch.float64),
+            )
+            with torch.no_grad():
+                for p, name in zip(self.parameters(), ("w1", "b1", "w2", "b2"), strict=True):
+                    p.copy_(torch.from_numpy(d[name]))
+
+        def forward(self, inputs):
+            out = self.net(inputs)
+            size = int(out.shape[0]) if out.dim() else 0
+            note("forward", size)
+            if out.requires_grad:
+                out.register_hook(lambda grad: note("backward", size))
+            return out
+
+    def squared_error(pred, target):
+        """The loss of each example: the squared error summed over the outputs."""
+        return ((pred - target) ** 2).sum(dim=1)
+
+    model = Watched()
+    x = torch.tensor(d["x"], dtype=torch.float64)
+    y = torch.tensor(d["y"], dtype=torch.float64)
+    rec: dict = {"k": k, "error": None, "log": log}
+    try:
+        student(model, squared_error, x, y, k)
+    except BaseException as err:  # noqa: BLE001 - anything the student raises
+        rec["error"] = f"{type(err).__name__}: {err}"[:300]
+    rec["grads"] = [
+        None if p.grad is None else _plain(p.grad.detach().reshape(-1).tolist())
+        for p in model.parameters()
+    ]
+    return rec
+
+
+def probe(student, seed: int, params: dict) -> dict:
+    """Call ``accumulate_gradients`` for each k on the seed's batch; return grads and logs."""
+    d = data(seed)
+    return {"runs": [_run(student, d, k) for k in STEPS]}
+
+
+# --- grade (trusted) ---------------------------------------------------------------------
+
+
+def full_batch_gradient(d: dict) -> np.ndarray:
+    """Gradient of mean_i Σ_j (pred − y)² over the whole batch, flattened as the parameters."""
+    h = np.tanh(d["x"] @ d["w1"].T + d["b1"])
+    pred = h @ d["w2"].T + d["b2"]
+    g_pred = 2 * (pred - d["y"]) / len(d["x"])
+    g_pre = (g_pred @ d["w2"]) * (1 - h**2)
+    parts = [g_pre.T @ d["x"], g_pre.sum(axis=0), g_pred.T @ h, g_pred.sum(axis=0)]
+    return np.concatenate([p.reshape(-1) for p in parts])
+
+
+def _gradient(rec) -> tuple[np.ndarray | None, str]:
+    from autograder.checktools import vector
+
+    if not isinstance(rec, dict):
+        return None, "no result"
+    if rec.get("error"):
+        return None, str(rec["error"])
+    grads = rec.get("grads")
+    sizes = [D_HIDDEN * D_IN, D_HIDDEN, D_OUT * D_HIDDEN, D_OUT]
+    if not isinstance(grads, list) or len(grads) != 4 or any(g is None for g in grads):
+        return None, "some parameters have no gradient (.grad is None): call backward()"
+    parts = [vector(g, n) for g, n in zip(grads, sizes, strict=True)]
+    if any(p is None for p in parts):
+        return None, "the gradients do not have the parameters' shapes"
+    g = np.concatenate(parts)
+    if not np.all(np.isfinite(g)):
+        return None, "the gradient is not finite"
+    return g, ""
+
+
+def _factor(g: np.ndarray, ref: np.ndarray) -> float | None:
+    """c with g = c·ref (c > 0), or None when g is not a positive multiple of ref."""
+    from autograder.checktools import close
+
+    c = float(g @ ref / (ref @ ref))
+    return c if c > 0 and close(g, c * ref, rtol=1e-7, atol=1e-12) else None
+
+
+def _schedule(rec, k: int) -> str:
+    """'' if the log is k × (forward of B/k, its backward), else what is wrong."""
+    log = rec.get("log") if isinstance(rec, dict) else None
+    if not isinstance(log, list) or not all(
+        isinstance(e, list)
+        and len(e) == 2
+        and e[0] in ("forward", "backward")
+        and type(e[1]) is int
+        for e in log
+    ):
+        return "no log of the model's calls"
+    b = BATCH // k
+    if log == [["forward", b], ["backward", b]] * k:
+        return ""
+    forwards = [n for p, n in log if p == "forward"]
+    if BATCH in forwards:
+        return "the model runs on the whole batch at once: that is no accumulation"
+    if forwards != [b] * k:
+        return f"the model runs on micro-batches of {forwards[:10]}, not k of B/k examples"
+    if log == [["forward", b]] * k + [["backward", b]] * k:
+        return (
+            "the k forward passes all run before one backward pass: the graphs, and the "
+            "activations, of the whole batch are kept alive, which accumulation is meant to "
+            "avoid; call backward() on each micro-batch's loss"
+        )
+    return "each forward pass must be followed by the backward pass of its own loss"
+
+
+def _scale_note(k: int, c: float) -> str:
+    """What a gradient c times the mean-loss gradient says about the micro-step losses."""
+    b = BATCH // k
+    if abs(c - b * k) < 1e-6 * b * k:
+        return (
+            f"the gradient is {b * k} times too large, the examples per micro-batch times k: "
+            "the micro-step losses are summed over their examples, not averaged (Exercise 6(b))"
+        )
+    if abs(c - b) < 1e-6 * b:
+        return (
+            "the gradient is multiplied by the examples per micro-batch, B/k: each micro-step "
+            "loss is a sum over its examples; take their mean (Exercise 6(b))"
+        )
+    if abs(c - k) < 1e-6 * k:
+        return (
+            "the gradient is k times too large: divide each micro-step's mean loss by k "
+            "(Exercise 6(a))"
+        )
+    return f"the gradient is {c:.3g} times the mean-loss gradient"
+
+
+def _grouped(notes: list[tuple[int, str]]) -> str:
+    """'k = 2, 3: why; k = 8: other why', the values of k that share a diagnosis together."""
+    groups: dict[str, list[int]] = {}
+    for k, why in notes:
+        groups.setdefault(why, []).append(k)
+    return "; ".join(f"k = {', '.join(map(str, ks))}: {why}" for why, ks in groups.items())
+
+
+def grade(result: dict, seed: int, params: dict) -> list[dict]:
+    """Score direction, scale and schedule of the accumulated gradients, for each k."""
+    from autograder.checktools import prop
+
+    ref = full_batch_gradient(data(seed))
+    r = result if isinstance(result, dict) else {}
+    runs = r.get("runs") if isinstance(r.get("runs"), list) else []
+    runs = (runs + [None] * len(STEPS))[: len(STEPS)]
+    props = []
+
+    factors, notes = [], []
+    for k, rec in zip(STEPS, runs, strict=True):
+        g, why = _gradient(rec)
+        c = None if g is None else _factor(g, ref)
+        factors.append(c)
+        if c is None:
+            notes.append((k, why or "the gradient is not along the full-batch gradient"))
+    ok = [c is not None for c in factors]
+    msg = (
+        f"For k = {', '.join(map(str, STEPS))} the accumulated gradient points along the "
+        "full-batch gradient: every example is counted once."
+        if all(ok)
+        else _grouped(notes) + ". Run every micro-batch once and let backward() add its "
+        "gradient to .grad: never zero .grad between micro-steps, never skip one (§1.5)."
+    )
+    props.append(prop("proportional to the full-batch gradient", 2.0, sum(ok) / len(ok), msg))
+
+    judged = [(k, c) for k, c in zip(STEPS, factors, strict=True) if c is not None]
+    if not judged:
+        props.append(
+            prop(
+                "equals the mean-loss gradient",
+                2.0,
+                0,
+                "Cannot tell: the gradient never points along the full-batch gradient.",
+            )
+        )
+    else:
+        good = [abs(c - 1) < 1e-6 for _, c in judged]
+        notes = [
+            (k, _scale_note(k, c)) for (k, c), fine in zip(judged, good, strict=True) if not fine
+        ]
+        msg = (
+            "The accumulated gradient equals the gradient of the batch's mean loss."
+            if all(good)
+            else _grouped(notes) + ". By Proposition 1.10 the mean over B examples is the "
+            "average over the k micro-batches of their means: each micro-step loss is a mean "
+            "divided by k."
+        )
+        props.append(prop("equals the mean-loss gradient", 2.0, sum(good) / len(judged), msg))
+
+    bad = [(k, why) for k, rec in zip(STEPS, runs, strict=True) if (why := _schedule(rec, k))]
+    msg = (
+        "The model runs k forward passes on micro-batches of B/k examples, each followed by "
+        "its own backward pass."
+        if not bad
+        else _grouped(bad) + "."
+    )
+    props.append(
+        prop(
+            "one forward and one backward per micro-batch",
+            2.0,
+            1 - len(bad) / len(STEPS),
+            msg,
+        )
+    )
+    return props

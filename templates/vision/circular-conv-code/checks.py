@@ -1,0 +1,264 @@
+"""Checks of the circular convolution code part (001 ch. 1, def. 1.7, prop. 1.8, Ex. 8(b, c)).
+
+``probe`` runs in the sandbox: it calls the student's ``circular_conv2d`` on float64
+tensors drawn from the seed (one channel with k = 3 and 5, then c_in = 3 → c_out = 2), at
+stride 1 and 2, on the inputs and on their cyclic shifts, and returns the outputs.
+``grade`` runs in the trusted process: it recomputes the circular cross-correlation of
+conv2d(padding_mode="circular") from the seed, and checks the equivariance properties on
+the student's own outputs, so that a wrong value and a broken symmetry count apart.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+RTOL = 1e-5  # values: loose enough for a float32 computation inside
+EQUIV_RTOL = 1e-6  # a shift of the input is the same shift of the output: equal to rounding
+BROKEN = 1e-3  # an odd shift moves the stride-2 output by more than this (relative)
+
+# --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
+
+
+def cases(seed: int) -> dict:
+    """One-channel images for k = 3 and 5, a multi-channel one, and the shifts."""
+    rng = np.random.default_rng([seed, 50])
+    single = []
+    for k in (3, 5):
+        h, w = (int(v) for v in rng.choice([6, 8, 10, 12], size=2, replace=False))  # H ≠ W, even
+        single.append(
+            {
+                "x": rng.normal(size=(1, h, w)),
+                "w": rng.normal(size=(1, 1, k, k)),
+                "shift": (int(rng.integers(1, h)), int(rng.integers(1, w))),
+            }
+        )
+    h, w = single[0]["x"].shape[1:]
+    even = (2 * int(rng.integers(1, h // 2)), 2 * int(rng.integers(0, w // 2)))
+    odd = (2 * int(rng.integers(0, h // 2)) + 1, 2 * int(rng.integers(0, w // 2)))
+    return {
+        "single": single,
+        "multi": {"x": rng.normal(size=(3, 6, 8)), "w": rng.normal(size=(2, 3, 3, 3))},
+        "even": even,  # (2a, 2b): the stride-2 output moves by (a, b)
+        "odd": odd,  # an odd row shift: no shift of the stride-2 output reproduces it
+    }
+
+
+def reference(x: np.ndarray, w: np.ndarray, stride: int = 1) -> np.ndarray:
+    """conv2d(padding_mode="circular"), p = (k − 1)/2: the output (o, i, j) is
+    Σ_{c,u,v} w[o, c, u, v] x[c, s·i + u − p, s·j + v − p], indices modulo H and W."""
+    k = w.shape[-1]
+    p = (k - 1) // 2
+    y = np.zeros((w.shape[0], *x.shape[1:]))
+    for u in range(k):
+        for v in range(k):
+            tap = np.roll(x, shift=(p - u, p - v), axis=(1, 2))  # x[c, i + u − p, j + v − p]
+            y += np.einsum("oc,chw->ohw", w[:, :, u, v], tap)
+    return y[:, ::stride, ::stride]
+
+
+# --- probe (sandbox) -------------------------------------------------------------------------
+
+
+def _plain(values) -> list:
+    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
+
+
+def _call(student, x: np.ndarray, w: np.ndarray, stride: int, shift=(0, 0)) -> dict:
+    import torch
+
+    xt = torch.roll(torch.tensor(x, dtype=torch.float64), shifts=shift, dims=(1, 2))
+    wt = torch.tensor(w, dtype=torch.float64)
+    try:
+        out = student(xt, wt) if stride == 1 else student(xt, wt, stride)
+        if hasattr(out, "detach"):
+            out = out.detach().cpu().numpy()
+        y = np.asarray(out, dtype=np.float64)
+    except BaseException as err:  # noqa: BLE001 - anything the student raises
+        return {"error": f"{type(err).__name__}: {err}"[:300]}
+    if y.size > 4096:
+        return {"error": f"the output has shape {list(y.shape)}, far too large"}
+    return {"error": None, "shape": list(y.shape), "value": _plain(y.reshape(-1))}
+
+
+def probe(student, seed: int, params: dict) -> dict:
+    """Call circular_conv2d on the seed's inputs and their shifts; return the outputs."""
+    c = cases(seed)
+    single = [
+        {
+            "plain": _call(student, s["x"], s["w"], 1),
+            "shifted": _call(student, s["x"], s["w"], 1, s["shift"]),
+        }
+        for s in c["single"]
+    ]
+    s = c["single"][0]
+    return {
+        "single": single,
+        "multi": _call(student, c["multi"]["x"], c["multi"]["w"], 1),
+        "stride2": {
+            "plain": _call(student, s["x"], s["w"], 2),
+            "even": _call(student, s["x"], s["w"], 2, c["even"]),
+            "odd": _call(student, s["x"], s["w"], 2, c["odd"]),
+        },
+    }
+
+
+# --- grade (trusted) ---------------------------------------------------------------------
+
+NAMES = {
+    "value": ('matches conv2d with padding_mode="circular" (stride 1)', 2.0),
+    "channels": ("c_in → c_out channels, w[o, c, u, v]", 1.0),
+    "roll": ("commutes with torch.roll at stride 1 (prop. 1.8)", 2.0),
+    "stride": ("stride 2 keeps the stride-1 outputs at (2i, 2j)", 1.0),
+    "shifts": ("stride 2: a shift by 2t moves the output by t, an odd shift by nothing", 2.0),
+}
+
+
+def _output(rec) -> tuple[np.ndarray | None, str]:
+    """The student's output as an array, or None and why."""
+    from autograder.checktools import vector
+
+    if not isinstance(rec, dict):
+        return None, "no result"
+    if rec.get("error"):
+        return None, rec["error"]
+    shape = rec.get("shape")
+    values = vector(rec.get("value"))
+    if not (isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape)):
+        return None, "no output shape"
+    if values is None or values.size != math.prod(shape):
+        return None, "the output is not an array of numbers"
+    if not np.all(np.isfinite(values)):
+        return None, "the output is not finite (nan or inf)"
+    return values.reshape(shape), ""
+
+
+def _matches(rec, expected: np.ndarray) -> tuple[bool, str]:
+    y, why = _output(rec)
+    if y is None:
+        return False, why
+    if y.shape != expected.shape:
+        return (
+            False,
+            f"output shape {list(y.shape)}, expected (c_out, H', W') = {list(expected.shape)}",
+        )
+    scale = float(np.abs(expected).max())
+    if not np.allclose(y, expected, rtol=RTOL, atol=RTOL * scale):
+        err = float(np.abs(y - expected).max()) / scale
+        return False, f"wrong values (largest error {err:.2g} of the output's scale)"
+    return True, ""
+
+
+def _rolled(base: np.ndarray, shifted: np.ndarray, shift, rtol: float = EQUIV_RTOL) -> bool:
+    """Whether ``shifted`` is ``base`` rolled by ``shift`` on its last two axes, up to rtol
+    of the output's scale (rounding by default)."""
+    if base.shape != shifted.shape:
+        return False
+    moved = np.roll(base, shift=shift, axis=(1, 2))
+    scale = max(float(np.abs(base).max()), 1e-12)
+    return bool(np.abs(moved - shifted).max() <= rtol * scale)
+
+
+def grade(result: dict, seed: int, params: dict) -> list[dict]:
+    """Compare with the circular cross-correlation and test the shift (non-)equivariance."""
+    from autograder.checktools import prop
+
+    c = cases(seed)
+    r = result if isinstance(result, dict) else {}
+    single = r.get("single") if isinstance(r.get("single"), list) else []
+    single = [s if isinstance(s, dict) else {} for s in (single + [{}, {}])[:2]]
+    props = []
+
+    # 1. values, one channel, stride 1
+    oks, notes = [], []
+    for case, rec in zip(c["single"], single, strict=True):
+        k, (h, w) = case["w"].shape[-1], case["x"].shape[1:]
+        ok, why = _matches(rec.get("plain"), reference(case["x"], case["w"]))
+        oks.append(ok)
+        if not ok:
+            notes.append(f"k = {k}, {h}×{w} image: {why}.")
+    msg = (
+        "Your layer matches conv2d with circular padding for k = 3 and k = 5."
+        if all(oks)
+        else " ".join(notes) + " y[o, i, j] = Σ w[o, c, u, v] x[c, i + u − p, j + v − p] with "
+        "p = (k − 1)/2 and indices modulo H and W: a cross-correlation (no kernel flip), with "
+        "the image wrapped around, not padded with zeros (def. 1.7)."
+    )
+    props.append(prop(*NAMES["value"], sum(oks) / len(oks), msg))
+
+    # 2. channels
+    ok, why = _matches(r.get("multi"), reference(c["multi"]["x"], c["multi"]["w"]))
+    msg = (
+        "c_in = 3 → c_out = 2 channels: each output channel sums its filter over all inputs."
+        if ok
+        else f"c_in = 3 → c_out = 2: {why}. Output channel o sums over every input channel c "
+        "the correlation of x[c] with w[o, c] (def. 1.7); w has shape (c_out, c_in, k, k)."
+    )
+    props.append(prop(*NAMES["channels"], ok, msg))
+
+    # 3. equivariance at stride 1, on the student's own outputs
+    oks, notes = [], []
+    for case, rec in zip(c["single"], single, strict=True):
+        base, why = _output(rec.get("plain"))
+        moved, why2 = _output(rec.get("shifted"))
+        if base is None or moved is None:
+            oks.append(False)
+            notes.append(f"shift {case['shift']}: {why or why2}.")
+            continue
+        oks.append(_rolled(base, moved, case["shift"]))
+        if not oks[-1]:
+            notes.append(f"shift {case['shift']}: f(roll(x)) ≠ roll(f(x)).")
+    msg = (
+        "Shifting the input by torch.roll shifts your output by the same amount."
+        if all(oks)
+        else " ".join(notes) + " With circular padding every output uses the same k × k "
+        "neighbourhood, taken modulo the image size, so the layer commutes with cyclic shifts "
+        "(prop. 1.8, Ex. 8(b)); zero padding breaks this at the borders."
+    )
+    props.append(prop(*NAMES["roll"], sum(oks) / len(oks), msg))
+
+    # 4. stride 2: the stride-1 output at (2i, 2j)
+    s2 = r.get("stride2") if isinstance(r.get("stride2"), dict) else {}
+    case = c["single"][0]
+    ok, why = _matches(s2.get("plain"), reference(case["x"], case["w"], 2))
+    msg = (
+        "Stride 2 keeps the stride-1 outputs at (2i, 2j), half the size in each direction."
+        if ok
+        else f"Stride 2: {why}. The stride-s output is the stride-1 output at (s·i, s·j), "
+        "starting at (0, 0): an output of side ⌊(H + 2p − k)/s⌋ + 1."
+    )
+    props.append(prop(*NAMES["stride"], ok, msg))
+
+    # 5. stride 2 follows even shifts (2t → t) and no odd one, on the student's own outputs
+    base, why = _output(s2.get("plain"))
+    even, why_even = _output(s2.get("even"))
+    odd, why_odd = _output(s2.get("odd"))
+    (a, b), odd_shift = c["even"], c["odd"]
+    notes = []
+    even_ok = base is not None and even is not None and _rolled(base, even, (a // 2, b // 2))
+    if not even_ok:
+        notes.append(
+            f"Shifting the input by ({a}, {b}) does not shift your stride-2 output by "
+            f"({a // 2}, {b // 2})" + (f": {why or why_even}." if why or why_even else ".")
+        )
+    odd_ok = False
+    if base is not None and odd is not None:
+        rolls = [(i, j) for i in range(base.shape[1]) for j in range(base.shape[2])]
+        odd_ok = base.shape == odd.shape and not any(_rolled(base, odd, t, BROKEN) for t in rolls)
+        if not odd_ok:
+            notes.append(
+                f"Your stride-2 output follows the odd shift {odd_shift} of the input: a strided "
+                "layer samples every other position, so an odd shift falls between the samples."
+            )
+    else:
+        notes.append(f"Odd shift {odd_shift}: {why or why_odd}.")
+    msg = (
+        f"A shift by ({a}, {b}) moves your stride-2 output by ({a // 2}, {b // 2}), and no "
+        f"shift of the output reproduces the odd shift {odd_shift} (Ex. 8(c))."
+        if even_ok and odd_ok
+        else " ".join(notes) + " The stride-2 output at (i, j) is the stride-1 output at "
+        "(2i, 2j): an even shift 2t moves it by t, an odd one has no counterpart (Ex. 8(c))."
+    )
+    props.append(prop(*NAMES["shifts"], 0.5 * even_ok + 0.5 * odd_ok, msg))
+    return props
