@@ -15,7 +15,6 @@ import nbformat
 from nbformat import v4
 from nbformat.v4.nbjson import split_lines
 
-from costmodel.units import sig
 from generator.variant import KeyAnswer, Variant, unit_factor
 
 SCHEMA_VERSION = 1
@@ -117,8 +116,10 @@ def _answer_hint(k: KeyAnswer) -> str:
 
 
 def _filled(k: KeyAnswer) -> str:
-    """The reference answer as a student would type it (6 significant figures)."""
-    return sig(k.value / unit_factor(k.unit, k.si_unit), 6).replace(",", "")
+    """The reference answer in the asked unit, exact enough for any tolerance: a whole
+    number as an integer (a count graded to ±0.5), anything else to 12 significant figures."""
+    x = k.value / unit_factor(k.unit, k.si_unit)
+    return str(int(x)) if float(x).is_integer() and abs(x) < 2**53 else f"{x:.12g}"
 
 
 def render(
@@ -132,8 +133,14 @@ def render(
     points: list[float],
     solutions: bool = False,
     check: bool = True,
+    otter: str | None = None,
 ) -> nbformat.NotebookNode:
-    """The notebook of one student; ``solutions=True`` fills answers and code."""
+    """The notebook of one student; ``solutions=True`` fills answers and code.
+
+    ``otter``: the notebook's file name, to add otter-grader public checks
+    (:mod:`generator.otter`): the tests in the metadata, an init cell and a
+    ``grader.check("q<n>")`` cell after each question's answers.
+    """
     nb = v4.new_notebook()
     nb.metadata.update(
         {
@@ -157,6 +164,21 @@ def render(
         "notebook before submitting."
     )
     nb.cells.append(_markdown(header, "header", solution=False, grade=False, locked=True))
+    checked: dict[str, str] = {}
+    if otter:
+        from generator import otter as public_checks
+
+        checked = public_checks.tests(variants)
+        nb.metadata["otter"] = {"OK_FORMAT": False, "tests": checked}
+        nb.cells.append(
+            _code(
+                public_checks.init_cell(otter),
+                "otter-init",
+                solution=False,
+                grade=False,
+                locked=True,
+            )
+        )
     for v, q_points in zip(variants, points, strict=True):
         q = f"q{v.index}"
         scale = q_points / v.points if v.points else 1.0
@@ -201,6 +223,16 @@ def render(
             source = f"{k.variable} = {value}  # {_answer_hint(k)}"
             nb.cells.append(
                 _code(source, f"{q}-{k.id}", solution=True, grade=False, locked=False, part=part)
+            )
+        if q in checked:
+            nb.cells.append(
+                _code(
+                    public_checks.check_cell(q),
+                    f"{q}-check",
+                    solution=False,
+                    grade=False,
+                    locked=True,
+                )
             )
         for r in v.free_response:
             pts = r["points"] * scale

@@ -122,3 +122,32 @@ def test_a_submission_without_a_key_or_notebook_is_a_recorded_error(graded, tmp_
     errors = {r["student_id"]: r["error"] for r in summary.results}
     assert "no key for student 'stranger'" in errors["stranger"]
     assert "no .ipynb" in errors["s00"]
+
+
+@pytest.fixture(scope="module")
+def solution_sandbox():
+    with Sandbox(limits=Limits(wall_seconds=90, cpu_seconds=90)) as sandbox:
+        yield sandbox
+
+
+@pytest.mark.parametrize("aid", assignment.all_ids())
+def test_every_assignments_solutions_earn_every_autograded_point(aid, tmp_path, solution_sandbox):
+    """The bank end to end: each question's key, worked answers, reference code and checks
+    agree, through the real release, sandbox and grader (one student per assignment)."""
+    roster = parse("student_id,name,email\nsol,Sol Ution,sol@x\n")
+    release(assignment.load(aid), roster, secret=b"e" * 32, out=tmp_path / "a", with_solutions=True)
+    summary = grade_batch(
+        tmp_path / "a" / "keys",
+        tmp_path / "a" / "solutions",
+        tmp_path / "grades",
+        sandbox=solution_sandbox,
+        reveal=False,
+    )
+    (result,) = summary.results
+    assert not result["error"] and not result["cell_errors"], result["error"]
+    lost = [
+        (v["variable"], v["status"], v["feedback"][:300])
+        for v in _auto(result)
+        if v["score"] < v["points"] - 1e-9
+    ]
+    assert not lost
