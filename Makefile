@@ -9,12 +9,10 @@ TORCH   := torch==2.13.0
 
 venv: $(STAMP)
 
-# torch first: the pinned CPU wheel, so that nothing below pulls a CUDA build.
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet -e '.[dev]'
+# docker/install.sh, the grading images' own install path: torch first (the pinned CPU
+# wheel, so that nothing below pulls a CUDA build), then ScaleGrade with its dev extras.
+$(STAMP): pyproject.toml docker/install.sh
+	bash docker/install.sh --venv $(VENV) --python $(PY) --torch '$(TORCH)' --extras dev --editable
 	touch $(STAMP)
 
 test: venv

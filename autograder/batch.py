@@ -19,12 +19,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 from autograder import key as keys
 from autograder import outputs
 from autograder.grade import StudentResult, copy_signals, grade_harvest, plan_for
 from autograder.gradebook import Gradebook, result_to_json
-from autograder.sandbox import Sandbox
+from autograder.sandbox import Outcome, Plan
+
+
+class Runner(Protocol):
+    """Runs one submission in the sandbox: a local ``Sandbox``, or a
+    ``distributed.DaskRunner`` that runs the same sandbox on a Dask cluster's workers."""
+
+    def run(self, notebook: Path, plan: Plan) -> Outcome: ...
 
 
 @dataclass(frozen=True)
@@ -73,7 +81,7 @@ def grade_batch(
     submissions: Path,
     out: Path,
     *,
-    sandbox: Sandbox,
+    sandbox: Runner,
     db_url: str | None = None,
     jobs: int = 2,
     reveal: bool | None = None,

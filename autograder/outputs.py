@@ -149,30 +149,17 @@ def summary_csv(results: list[Result]) -> str:
 
 
 def canvas_csv(results: list[Result], roster: dict[str, dict[str, str]], column: str) -> str:
-    """Canvas gradebook import: Student, ID, SIS User ID, SIS Login ID, Section, <column>."""
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", column])
-    w.writerow(
-        ["Points Possible", "", "", "", "", f"{results[0]['max_score']:g}" if results else ""]
-    )
-    for r in results:
-        s = roster.get(r["student_id"], {})
-        w.writerow(
-            [s.get("name", ""), "", r["student_id"], s.get("email", ""), "", f"{r['score']:g}"]
-        )
-    return out.getvalue()
+    """Canvas gradebook import (see :mod:`autograder.lms`, which also reads Canvas's export)."""
+    from autograder import lms
+
+    return lms.canvas_csv(results, roster, column)
 
 
 def moodle_csv(results: list[Result], roster: dict[str, dict[str, str]], column: str) -> str:
-    """Moodle grade import (mapped on the email address)."""
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(["Email address", "ID number", column])
-    for r in results:
-        s = roster.get(r["student_id"], {})
-        w.writerow([s.get("email", ""), r["student_id"], f"{r['score']:g}"])
-    return out.getvalue()
+    """Moodle grade import, matched on the email or the ID number (see :mod:`autograder.lms`)."""
+    from autograder import lms
+
+    return lms.moodle_csv(results, roster, column)
 
 
 # --- instructor report ----------------------------------------------------------------

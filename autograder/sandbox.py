@@ -64,11 +64,12 @@ DOCKER_START_SECONDS = 30.0
 # The child may import these from the warm executor instead of from disk.
 PRELOAD = ("numpy", "numpy.random", "IPython")
 # Preloaded the first time a plan or notebook mentions the marker: torch (4 s to import),
-# and torch._dynamo, which the first torch.utils.checkpoint call imports (5 s more) - once
+# otter, and torch._dynamo, which the first torch.utils.checkpoint call imports (5 s more) - once
 # per batch in the zygote instead of once per submission.
 ON_DEMAND: dict[bytes, tuple[str, ...]] = {
     b"torch": ("torch",),
     b"checkpoint": ("torch", "torch._dynamo"),
+    b"otter.Notebook": ("otter",),  # public checks (generate --otter): 3 s per notebook
 }
 
 
@@ -364,11 +365,13 @@ def docker_command(
     gpus: str | None = None,
     uid: int = UID_BASE,
     docker: str = "docker",
+    cpus: float = 1.0,
 ) -> list[str]:
     """The ``docker run`` argv for one submission: no network, memory/CPU/pids limits, a
     read-only root with tmpfs work and temp dirs, a non-root user, no capabilities, the
-    harness mounted read-only; the request goes in on stdin, the envelope comes out on
-    stdout and the log on stderr."""
+    harness mounted read-only, the GPUs only when asked, and never a pull (the image is
+    built or pulled beforehand: a pull mid-batch would time every submission out); the
+    request goes in on stdin, the envelope comes out on stdout and the log on stderr."""
     scratch = max(16 << 20, 4 * limits.file_bytes)
     cpu = int(limits.cpu_seconds)
     argv = [
@@ -376,6 +379,8 @@ def docker_command(
         "run",
         "--rm",
         "-i",
+        "--pull",
+        "never",
         "--name",
         name,
         "--network",
@@ -385,7 +390,7 @@ def docker_command(
         "--memory-swap",
         str(limits.memory_bytes),
         "--cpus",
-        "1",
+        f"{cpus:g}",
         "--pids-limit",
         str(limits.processes),
         "--read-only",

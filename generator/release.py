@@ -129,7 +129,9 @@ def release(
     with_solutions: bool = False,
     force: bool = False,
     on_student: Callable[[Student], None] | None = None,
+    otter: bool = False,
 ) -> Summary:
+    """``otter``: notebooks carry otter-grader public checks (:mod:`generator.otter`)."""
     start = time.perf_counter()
     out = out.resolve()
     if out.exists() and any(out.iterdir()):
@@ -144,7 +146,9 @@ def release(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        pdf, shared = _build(assignment, students, secret, tmp, with_solutions, on_student)
+        pdf, shared = _build(
+            assignment, students, secret, tmp, with_solutions, on_student, otter=otter
+        )
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)
@@ -156,7 +160,7 @@ def release(
     )
 
 
-def _build(assignment, students, secret, root: Path, with_solutions, on_student):
+def _build(assignment, students, secret, root: Path, with_solutions, on_student, otter=False):
     """Write everything under ``root``; return (PDF made, shared-numbers share per question)."""
     spec, course = assignment.spec, assignment.course
     units = params_units(assignment)
@@ -198,7 +202,13 @@ def _build(assignment, students, secret, root: Path, with_solutions, on_student)
             # one notebook of each kind is checked against nbformat's schema; the rest
             # have the same structure
             first = student is students[0]
-            nb = notebook.render(variants, solutions=solutions, check=first, **common)
+            nb = notebook.render(
+                variants,
+                solutions=solutions,
+                check=first,
+                otter=f"{spec.notebook}.ipynb" if otter else None,
+                **common,
+            )
             target = root / folder / student.id / f"{spec.notebook}.ipynb"
             target.parent.mkdir(parents=True)
             target.write_text(notebook.dumps(nb) + "\n", encoding="utf-8")

@@ -164,7 +164,15 @@ def _load_assignment(aid: str):
         fail(str(err))
 
 
-def _release(assignment, students, secret: bytes, out: Path, with_solutions: bool, force: bool):
+def _release(
+    assignment,
+    students,
+    secret: bytes,
+    out: Path,
+    with_solutions: bool,
+    force: bool,
+    otter: bool = False,
+):
     from rich.progress import Progress
 
     from generator.release import ReleaseError, release
@@ -181,6 +189,7 @@ def _release(assignment, students, secret: bytes, out: Path, with_solutions: boo
                 with_solutions=with_solutions,
                 force=force,
                 on_student=lambda _s: progress.advance(task),
+                otter=otter,
             )
         except (ReleaseError, VariantError) as err:
             fail(str(err))
@@ -224,6 +233,11 @@ def _release(assignment, students, secret: bytes, out: Path, with_solutions: boo
     help="Course secret (default: $SCALEGRADE_SECRET).",
 )
 @click.option("--force", is_flag=True, help="Replace an existing output folder.")
+@click.option(
+    "--otter",
+    is_flag=True,
+    help="Notebooks carry otter-grader public checks (grader.check: format, unit, size).",
+)
 def generate(
     assignment: str,
     roster_path: Path,
@@ -231,6 +245,7 @@ def generate(
     with_solutions: bool,
     secret_file: Path | None,
     force: bool,
+    otter: bool,
 ) -> None:
     """Release ASSIGNMENT (e.g. tdlsm/hw1): one variant per student, keys, sheets."""
     from course_config import SecretError, load_secret
@@ -241,7 +256,7 @@ def generate(
         students = read(roster_path)
     except (SecretError, RosterError) as err:
         fail(str(err))
-    _release(_load_assignment(assignment), students, secret, out, with_solutions, force)
+    _release(_load_assignment(assignment), students, secret, out, with_solutions, force, otter)
 
 
 @main.command()
@@ -361,7 +376,19 @@ def bank(show_coverage: bool) -> None:
     help="The keys/ folder `scalegrade generate` wrote.",
 )
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Results folder.")
-@click.option("--jobs", default=2, show_default=True, help="Submissions graded at once.")
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    help="Submissions graded at once [default: 2; --executor dask: the cluster's threads].",
+)
+@click.option(
+    "--executor",
+    default="local",
+    show_default=True,
+    type=click.Choice(["local", "dask"]),
+    help="Where submissions run: this machine, or the workers of a Dask cluster.",
+)
+@click.option("--scheduler", help="Dask scheduler address (tcp://host:8786) for --executor dask.")
 @click.option(
     "--sandbox",
     "backend",
@@ -384,7 +411,9 @@ def grade(
     submissions: Path,
     keys_dir: Path,
     out: Path,
-    jobs: int,
+    jobs: int | None,
+    executor: str,
+    scheduler: str | None,
     backend: str,
     image: str | None,
     gpus: str | None,
@@ -394,12 +423,15 @@ def grade(
     regrade: bool,
 ) -> None:
     """Grade SUBMISSIONS/<student_id>/*.ipynb of ASSIGNMENT in the sandbox."""
+    if (executor == "dask") != bool(scheduler):
+        fail("--executor dask and --scheduler ADDRESS go together")
     _grade(
         assignment,
         submissions,
         keys_dir,
         out,
         jobs=jobs,
+        scheduler=scheduler,
         backend=backend,
         image=image,
         gpus=gpus,
@@ -408,6 +440,22 @@ def grade(
         reveal=reveal,
         regrade=regrade,
     )
+
+
+def _dask_runner(scheduler: str, sandbox_args: dict):
+    """Connect to the Dask scheduler; each worker builds the same sandbox."""
+    from autograder.distributed import DaskRunner, SandboxSpec
+    from autograder.sandbox import SandboxError
+
+    try:
+        runner = DaskRunner.connect(scheduler, SandboxSpec(**sandbox_args))
+    except (OSError, RuntimeError, SandboxError, ValueError) as err:
+        fail(f"--scheduler {scheduler}: {err}")
+    if runner.threads == 0:
+        runner.close()
+        fail(f"the Dask scheduler at {scheduler} has no workers: run `dask worker {scheduler}`")
+    console.print(f"Dask cluster {scheduler}: {runner.threads} worker threads")
+    return runner
 
 
 def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts) -> None:
@@ -425,14 +473,17 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
         fail(f"{keys_dir} holds the keys of {info.assignment}, not {assignment}")
     hide = [keys_dir.resolve(), out.resolve(), submissions.resolve()]
     limits = Limits(wall_seconds=opts["timeout"])
+    sandbox_args = dict(
+        backend=opts["backend"], limits=limits, hide=hide, image=opts["image"], gpus=opts["gpus"]
+    )
+    if opts.get("scheduler"):
+        runner = _dask_runner(opts["scheduler"], sandbox_args)
+        opts["jobs"] = opts["jobs"] or runner.threads
+    else:
+        runner = Sandbox(**sandbox_args)
+        opts["jobs"] = opts["jobs"] or 2
     with (
-        Sandbox(
-            backend=opts["backend"],
-            limits=limits,
-            hide=hide,
-            image=opts["image"],
-            gpus=opts["gpus"],
-        ) as sandbox,
+        runner as sandbox,
         Progress(console=console, transient=True) as bar,
     ):
         task = bar.add_task(f"grading {assignment}", total=None)
@@ -506,6 +557,225 @@ def demo(out: Path) -> None:
         regrade=False,
     )
     console.print(f"instructor report: {(out / 'grades' / 'report.html').resolve()}")
+
+
+@main.command()
+@click.argument("assignment")
+@click.option(
+    "--student",
+    "student_id",
+    help="Your student id: personal practice numbers (needs the course secret).",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    help="Practice seed: public, the same page for everyone (no secret needed).",
+)
+@click.option(
+    "--secret-file",
+    type=click.Path(path_type=Path),
+    help="Course secret for --student (default: $SCALEGRADE_SECRET).",
+)
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="HTML file to write.")
+def selftest(
+    assignment: str, student_id: str | None, seed: int | None, secret_file: Path | None, out: Path
+) -> None:
+    """Write an offline practice exam of ASSIGNMENT: one HTML file with instant checking.
+
+    With --student the numbers come from the course secret (personal; the instructor can
+    rebuild the page); with --seed N from a public practice secret (anyone can run it).
+    Neither: a random seed, printed.  A self-test never shows a graded variant.
+    """
+    import secrets as random_source
+
+    from course_config import SecretError, load_secret
+    from generator import selftest as pages
+
+    if student_id is not None and seed is not None:
+        fail("give --student ID or --seed N, not both")
+    try:
+        pages.check_out(out)
+    except pages.SelfTestError as err:
+        fail(str(err))
+    if student_id is not None:
+        try:
+            practice = pages.for_student(student_id, load_secret(secret_file))
+        except SecretError as err:
+            fail(f"--student needs the course secret: {err}; without it, use --seed N")
+    else:
+        if seed is None:
+            seed = random_source.randbelow(1_000_000)
+            console.print(f"practice seed {seed} (run again with --seed {seed} for the same page)")
+        practice = pages.for_seed(seed)
+    start = time.perf_counter()
+    try:
+        page = pages.build(_load_assignment(assignment), practice)
+        path = pages.write(page, out)
+    except pages.SelfTestError as err:
+        fail(str(err))
+    console.print(
+        f"{path}: {page.assignment}, {practice.label}: {page.questions} questions, "
+        f"{page.answers} checked parts ({page.carried} with carried credit), "
+        f"{len(page.html.encode()) / 1024:.0f} KiB in {time.perf_counter() - start:.1f} s"
+    )
+    console.print("Open it in any browser; it works offline and saves progress in the browser.")
+
+
+@main.group()
+def export() -> None:
+    """Hand an assignment to where instructors already are: Gradescope, Canvas, Moodle."""
+
+
+@export.command("gradescope")
+@click.argument("assignment")
+@click.option(
+    "--keys",
+    "keys_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The keys/ folder `scalegrade generate` wrote.",
+)
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="Zip to write.")
+@click.option(
+    "--wheel",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="ScaleGrade wheel to ship (default: built from this checkout).",
+)
+@click.option("--timeout", default=120.0, show_default=True, help="Wall seconds per submission.")
+@click.option(
+    "--torch-index",
+    default="https://download.pytorch.org/whl/cpu",
+    show_default=True,
+    help="Package index setup.sh installs torch's CPU build from.",
+)
+def export_gradescope(
+    assignment: str,
+    keys_dir: Path,
+    out: Path,
+    wheel: Path | None,
+    timeout: float,
+    torch_index: str,
+) -> None:
+    """A Gradescope autograder zip (setup.sh, run_autograder) grading ASSIGNMENT's notebooks."""
+    from autograder import gradescope
+    from autograder.key import KeyFileError, load_info
+
+    try:
+        info = load_info(keys_dir)
+        if info.assignment != assignment:
+            fail(f"{keys_dir} holds the keys of {info.assignment}, not {assignment}")
+        package = gradescope.build(
+            keys_dir, out, wheel=wheel, timeout=timeout, torch_index=torch_index
+        )
+    except (KeyFileError, gradescope.PackageError) as err:
+        fail(str(err))
+    console.print(
+        f"{package.path}: {package.bytes / 2**20:.1f} MiB, {package.students} students' keys, "
+        f"{package.checks} code checks, in {package.seconds:.1f} s"
+    )
+    console.print(
+        "Upload it as the assignment's autograder on Gradescope (Configure Autograder > Zip "
+        "file upload). Students submit their own notebook; each is graded with their numbers."
+    )
+
+
+def _lms_export(lms_name: str, assignment: str, opts: dict[str, Any]) -> None:
+    from collections import Counter
+
+    from autograder import lms
+    from autograder.gradebook import Gradebook
+    from autograder.key import KeyFileError, load_all, load_info
+
+    try:
+        info = load_info(opts["keys_dir"])
+        roster = {
+            sid: {"name": k.student_name, "email": k.student_email}
+            for sid, k in load_all(opts["keys_dir"]).items()
+        }
+        existing = lms.read(opts["lms_export"]) if opts["lms_export"] else None
+    except (KeyFileError, lms.LmsError) as err:
+        fail(str(err))
+    if info.assignment != assignment:
+        fail(f"{opts['keys_dir']} holds the keys of {info.assignment}, not {assignment}")
+    if existing and existing.lms != lms_name:
+        fail(f"{opts['lms_export']}: a {existing.lms} file, not {lms_name}")
+    db = opts["db_url"] or f"sqlite:///{(opts['grades'] / 'gradebook.sqlite').resolve()}"
+    if not opts["db_url"] and not (opts["grades"] / "gradebook.sqlite").is_file():
+        fail(f"{opts['grades']}: no gradebook.sqlite (the folder `scalegrade grade --out` wrote)")
+    book = Gradebook(db)
+    try:
+        results = book.results(assignment)
+    finally:
+        book.close()
+    if not results:
+        fail(f"the gradebook holds no results of {assignment}")
+    write = lms.canvas_csv if lms_name == "canvas" else lms.moodle_csv
+    text = write(
+        results,
+        roster,
+        opts["column"] or info.title,
+        per_question=opts["per_question"],
+        existing=existing,
+    )
+    opts["out"].parent.mkdir(parents=True, exist_ok=True)
+    opts["out"].write_text(text, encoding="utf-8")
+    console.print(f"{opts['out']}: {len(results)} students", highlight=False)
+    if existing:
+        m = lms.match(existing, roster)
+        ways = ", ".join(f"{n} by {h}" for h, n in Counter(m.how.values()).most_common())
+        console.print(f"matched in {opts['lms_export']}: {len(m.rows)} ({ways or 'none'})")
+        if m.missing:
+            console.print(f"[yellow]not in the {lms_name} file[/]: {', '.join(m.missing)}")
+        for row in m.unmatched:
+            console.print(f"[yellow]not on the roster[/]: {row.identity}", highlight=False)
+        for line in m.ambiguous:
+            console.print(f"[yellow]ambiguous[/]: {line}", highlight=False)
+
+
+def _lms_options(f):
+    for option in reversed(
+        [
+            click.argument("assignment"),
+            click.option(
+                "--grades",
+                required=True,
+                type=click.Path(path_type=Path, file_okay=False),
+                help="The folder `scalegrade grade --out` wrote (its gradebook).",
+            ),
+            click.option(
+                "--keys",
+                "keys_dir",
+                required=True,
+                type=click.Path(path_type=Path),
+                help="The keys/ folder (the roster's names and emails).",
+            ),
+            click.option("--out", required=True, type=click.Path(path_type=Path), help="CSV."),
+            click.option("--db", "db_url", help="Gradebook URL (default: sqlite in GRADES)."),
+            click.option("--column", help="Grade column (default: the assignment's title)."),
+            click.option("--per-question", is_flag=True, help="A column per question too."),
+            click.option(
+                "--lms-export",
+                type=click.Path(path_type=Path, exists=True, dir_okay=False),
+                help="The LMS's own gradebook export: match it and reuse its ids and column.",
+            ),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+@export.command("canvas")
+@_lms_options
+def export_canvas(assignment: str, **opts: Any) -> None:
+    """A Canvas gradebook CSV of ASSIGNMENT (SIS User ID = student id, SIS Login ID = email)."""
+    _lms_export("canvas", assignment, opts)
+
+
+@export.command("moodle")
+@_lms_options
+def export_moodle(assignment: str, **opts: Any) -> None:
+    """A Moodle grade-import CSV of ASSIGNMENT (map from Email address or ID number)."""
+    _lms_export("moodle", assignment, opts)
 
 
 if __name__ == "__main__":  # pragma: no cover
