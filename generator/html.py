@@ -6,13 +6,14 @@ No CDN, no script: a sheet renders the same offline, in print, and in any browse
 from __future__ import annotations
 
 import html
-from functools import cache
+from functools import cache, lru_cache
 
 from latex2mathml.converter import convert
 from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 
+@lru_cache(maxsize=8192)  # a formula's LaTeX recurs in every student's worked solution
 def _math(latex: str, display: bool) -> str:
     try:
         return convert(latex, display="block" if display else "inline")
