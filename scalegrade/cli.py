@@ -21,6 +21,15 @@ def fail(message: str) -> None:
     sys.exit(2)
 
 
+keys_option = click.option(
+    "--keys",
+    "keys_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The keys/ folder `scalegrade generate` wrote.",
+)
+
+
 @click.group()
 @click.version_option(package_name="scalegrade")
 def main() -> None:
@@ -368,13 +377,7 @@ def bank(show_coverage: bool) -> None:
 @main.command()
 @click.argument("assignment")
 @click.argument("submissions", type=click.Path(path_type=Path, exists=True, file_okay=False))
-@click.option(
-    "--keys",
-    "keys_dir",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="The keys/ folder `scalegrade generate` wrote.",
-)
+@keys_option
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Results folder.")
 @click.option(
     "--jobs",
@@ -628,13 +631,7 @@ def export() -> None:
 
 @export.command("gradescope")
 @click.argument("assignment")
-@click.option(
-    "--keys",
-    "keys_dir",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="The keys/ folder `scalegrade generate` wrote.",
-)
+@keys_option
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Zip to write.")
 @click.option(
     "--wheel",
