@@ -40,7 +40,7 @@ from generator.html import markdown
 from generator.release import key_document, variants_for
 from generator.roster import Student
 from generator.selftest_ecf import compile_carried
-from generator.variant import Variant, unit_factor
+from generator.variant import Variant, unit_factor, unit_suffix
 
 ASSETS = Path(__file__).resolve().parent / "selftest_assets"
 PRACTICE_SECRET = b"scalegrade-public-practice-secret: self-tests only, never grading"
@@ -365,7 +365,7 @@ def _question_html(v: Variant, q: dict[str, Any]) -> str:
         pts = f'<span class="pts">[{points[pid]:g} pt]</span>'
         label = "" if own else f"<b>{label}</b> "
         if kind == "answer":
-            unit = f" [{item.unit}]" if item.unit else ""
+            unit = unit_suffix(item.prompt, item.unit)
             example = "e.g. 21 GB" if item.si_unit == "byte" else "a number"
             placeholder = f"in {item.unit}, or with a unit" if item.unit else example
             out.append(

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from generator.html import markdown
-from generator.variant import Variant, show_answer
+from generator.variant import Variant, show_answer, unit_suffix
 
 STYLE = """
 body { font-family: "DejaVu Serif", Georgia, serif; max-width: 46rem; margin: 2rem auto;
@@ -61,7 +61,7 @@ def exam_sheet(
             markdown(v.prompt),
         ]
         for k in (k for k in v.answers if k.ask):
-            unit = f" [{html.escape(k.unit)}]" if k.unit else ""
+            unit = html.escape(unit_suffix(k.prompt, k.unit))
             body.append(
                 f'<div class="part">{markdown(k.prompt + unit)}<div class="box"></div></div>'
             )

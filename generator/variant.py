@@ -351,6 +351,13 @@ def show_value(x: float, unit: str) -> str:
     return f"{sci_text(x)} {unit}" if unit else sci_text(x)
 
 
+def unit_suffix(prompt: str, unit: str) -> str:
+    """ " [GB]" after a part's prompt, unless the prompt already asks "in GB"."""
+    if not unit or re.search(rf"\bin {re.escape(unit)}(?![\w/])", prompt):
+        return ""
+    return f" [{unit}]"
+
+
 def show_answer(k: KeyAnswer) -> str:
     """An answer in the unit the student is asked for, 3 significant figures."""
     return show_value(k.display_value, k.unit)

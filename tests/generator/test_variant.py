@@ -9,7 +9,7 @@ import pytest
 
 import costmodel
 from generator.question import load_by_id
-from generator.variant import build, seed_for, show_answer
+from generator.variant import build, seed_for, show_answer, unit_suffix
 
 Q = "budgets/model-budget"
 SECRET = b"a-test-secret-of-32-bytes-length"
@@ -82,3 +82,12 @@ def test_prompt_shows_the_numbers_but_never_the_answers():
         assert show_answer(k) not in v.prompt
         assert show_answer(k) in v.solution  # the worked solution gives every answer
     assert "Prop 1.2" in v.solution
+
+
+def test_a_parts_unit_is_shown_once():
+    # "in GB" in the prompt already tells the unit; "[GB]" is added only where it does not
+    assert unit_suffix("(b) Model states, in GB", "GB") == ""
+    assert unit_suffix("(b) Model states per GPU", "GB") == " [GB]"
+    assert unit_suffix("(c) The link, in GB/s", "GB") == " [GB]"  # another unit
+    assert unit_suffix("(d) The bubble, in %", "%") == ""
+    assert unit_suffix("(e) The count", "") == ""
