@@ -376,9 +376,23 @@ def bank(show_coverage: bool) -> None:
 
 @main.command()
 @click.argument("assignment")
-@click.argument("submissions", type=click.Path(path_type=Path, exists=True, file_okay=False))
-@keys_option
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="Results folder.")
+@click.argument(
+    "submissions", required=False, type=click.Path(path_type=Path, exists=True, file_okay=False)
+)
+@click.option(
+    "--keys",
+    "keys_dir",
+    type=click.Path(path_type=Path),
+    help="The keys/ folder `scalegrade generate` wrote.",
+)
+@click.option("--out", type=click.Path(path_type=Path), help="Results folder.")
+@click.option(
+    "--nbgrader",
+    "nbgrader_course",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="An nbgrader course folder: grade its submitted/*/ASSIGNMENT into its gradebook "
+    "(keys in COURSE/scalegrade/ASSIGNMENT/keys).",
+)
 @click.option(
     "--jobs",
     type=click.IntRange(min=1),
@@ -412,8 +426,9 @@ def bank(show_coverage: bool) -> None:
 def grade(
     assignment: str,
     submissions: Path,
-    keys_dir: Path,
-    out: Path,
+    keys_dir: Path | None,
+    out: Path | None,
+    nbgrader_course: Path | None,
     jobs: int | None,
     executor: str,
     scheduler: str | None,
@@ -425,9 +440,29 @@ def grade(
     reveal: bool | None,
     regrade: bool,
 ) -> None:
-    """Grade SUBMISSIONS/<student_id>/*.ipynb of ASSIGNMENT in the sandbox."""
+    """Grade SUBMISSIONS/<student_id>/*.ipynb of ASSIGNMENT in the sandbox.
+
+    With --nbgrader COURSE: grade COURSE/submitted/*/ASSIGNMENT into nbgrader's gradebook."""
     if (executor == "dask") != bool(scheduler):
         fail("--executor dask and --scheduler ADDRESS go together")
+    if nbgrader_course is not None:
+        if submissions or keys_dir or out or scheduler:
+            fail("--nbgrader COURSE takes only ASSIGNMENT (no SUBMISSIONS, --keys, --out, dask)")
+        _grade_nbgrader(
+            nbgrader_course,
+            assignment,
+            backend=backend,
+            jobs=jobs or 2,
+            timeout=timeout,
+            image=image,
+            gpus=gpus,
+            db_url=db_url,
+            reveal=reveal,
+            regrade=regrade,
+        )
+        return
+    if submissions is None or keys_dir is None or out is None:
+        fail("grade needs SUBMISSIONS, --keys and --out (or --nbgrader COURSE)")
     _grade(
         assignment,
         submissions,
@@ -442,6 +477,46 @@ def grade(
         timeout=timeout,
         reveal=reveal,
         regrade=regrade,
+    )
+
+
+def _grade_nbgrader(course: Path, name: str, **opts: Any) -> None:
+    from autograder.key import KeyFileError
+    from autograder.nbgrader_gradebook import CourseLayout, grade_course
+    from autograder.sandbox import Limits, Sandbox
+
+    lay = CourseLayout(course.resolve(), name)
+    sandbox = Sandbox(
+        backend=opts["backend"],
+        limits=Limits(wall_seconds=opts["timeout"]),
+        hide=[lay.course],
+        image=opts["image"],
+        gpus=opts["gpus"],
+    )
+    try:
+        with sandbox:
+            summary = grade_course(
+                lay.course,
+                name,
+                sandbox=sandbox,
+                db_url=opts["db_url"],
+                jobs=opts["jobs"],
+                reveal=opts["reveal"],
+                regrade=opts["regrade"],
+            )
+    except KeyFileError as err:
+        fail(f"{err} (`scalegrade generate ... --out {lay.root}` writes the keys)")
+    table = Table(title=f"{name}: {summary.graded} graded, {summary.errors} errors (nbgrader)")
+    for col in ("student", "score", "max", "error"):
+        table.add_column(col)
+    for r in summary.results:
+        table.add_row(
+            r["student_id"], f"{r['score']:.2f}", f"{r['max_score']:g}", (r["error"] or "")[:60]
+        )
+    console.print(table)
+    console.print(
+        f"gradebook: nbgrader's ({lay.course / 'gradebook.db'} unless configured); "
+        f"formgrader: {lay.autograded}; ScaleGrade results: {lay.grades}"
     )
 
 

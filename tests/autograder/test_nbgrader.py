@@ -1,0 +1,221 @@
+"""ScaleGrade inside a real nbgrader 0.9.6 course, end to end.
+
+Two students; every nbgrader step runs nbgrader's own app (`nbgrader ARGS`, in process)
+with the course's and each student's ``nbgrader_config.py``: release_assignment (the
+ScaleGrade exchange: one variant per student), fetch_assignment as each student, submit,
+collect, then `scalegrade grade --nbgrader` and `nbgrader export`.  The honest student
+submits their solutions notebook; the other the same with one answer wrong, which costs
+exactly that part's points (its points are in the key the generator wrote).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import os
+from io import StringIO
+from pathlib import Path
+
+import nbformat
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("nbgrader")
+
+from jupyter_core.application import NoStart  # noqa: E402
+from nbgrader.api import Gradebook  # noqa: E402
+from nbgrader.apps.nbgraderapp import NbGraderApp  # noqa: E402
+
+from scalegrade.cli import main  # noqa: E402
+
+NAME = "hw1"  # the assignment's name in nbgrader
+COURSE_ID = "sg101"
+STUDENTS = ("s01", "s02")
+EXCHANGE = (
+    'c.ExchangeFactory.release_assignment = "autograder.nbgrader_exchange.ReleaseVariants"\n'
+    'c.ExchangeFactory.fetch_assignment = "autograder.nbgrader_exchange.FetchVariant"\n'
+)
+
+
+def _config(path: Path, lines: str) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "nbgrader_config.py").write_text("c = get_config()\n" + lines, encoding="utf-8")
+
+
+def _parts(nb) -> dict[str, nbformat.NotebookNode]:
+    return {c.metadata.nbgrader.grade_id: c for c in nb.cells if "scalegrade" in c.metadata}
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("nbgrader")
+    env = {
+        "HOME": str(tmp),  # nothing of the test user's jupyter or nbgrader setup
+        "JUPYTER_CONFIG_DIR": str(tmp / "jupyter-config"),
+        "JUPYTER_DATA_DIR": str(tmp / "jupyter-data"),
+        "SCALEGRADE_SECRET": "nbgrader-test-secret-" + "x" * 16,
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in env.items():
+            mp.setenv(name, value)
+        yield _flow(tmp, env)
+
+
+def _flow(tmp: Path, env: dict[str, str]):
+    course, exchange, homes = tmp / "course", tmp / "exchange", tmp / "home"
+
+    def nbgrader(cwd: Path, *args: str) -> str:
+        """`nbgrader ARGS` run in ``cwd``, in this process (as nbgrader's own tests do)."""
+        app, log = NbGraderApp.instance(), StringIO()
+        here = os.getcwd()
+        os.chdir(cwd)  # nbgrader reads ./nbgrader_config.py
+        try:
+            app.initialize(list(args))
+            app.init_logging(logging.StreamHandler, [log], color=False, subapps=True)
+            app.start()
+            code = 0
+        except NoStart:
+            code = 0
+        except SystemExit as err:
+            code = err.code
+        finally:
+            app.reset()
+            os.chdir(here)
+        assert not code, f"nbgrader {' '.join(args)}:\n{log.getvalue()}"
+        return log.getvalue()
+
+    _config(
+        course,
+        f"c.CourseDirectory.root = {str(course)!r}\n"
+        f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
+        f"c.Exchange.root = {str(exchange)!r}\n" + EXCHANGE,
+    )
+    roster = tmp / "roster.csv"
+    roster.write_text(
+        "student_id,name,email\n" + "".join(f"{s},Student {s},{s}@uni.example\n" for s in STUDENTS)
+    )
+    cli = CliRunner(env={"SCALEGRADE_SECRET": env["SCALEGRADE_SECRET"]})
+    gen = cli.invoke(
+        main,
+        [
+            "generate",
+            "tdlsm/hw1",
+            "--roster",
+            str(roster),
+            "--out",
+            str(course / "scalegrade" / NAME),
+            "--with-solutions",
+        ],
+    )
+    assert gen.exit_code == 0, gen.output
+    nbgrader(course, "release_assignment", NAME)
+
+    solutions = course / "scalegrade" / NAME / "solutions"
+    fetched, wrong_part = {}, None
+    for sid in STUDENTS:
+        home = homes / sid
+        _config(
+            home,
+            f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
+            f"c.CourseDirectory.student_id = {sid!r}\n"
+            f"c.Exchange.root = {str(exchange)!r}\n"
+            f"c.Exchange.cache = {str(home / '.nbgrader-cache')!r}\n" + EXCHANGE,
+        )
+        nbgrader(home, "fetch_assignment", NAME)
+        path = home / NAME / "hw1.ipynb"
+        fetched[sid] = nbformat.read(path, as_version=4)
+        answered = nbformat.read(solutions / sid / "hw1.ipynb", as_version=4)
+        if sid == "s02":  # one answer wrong: the first asked number, times ten
+            cell = next(
+                c for c in _parts(answered).values() if c.metadata.scalegrade.kind == "answer"
+            )
+            variable, rest = cell.source.split(" = ", 1)
+            value, hint = rest.split("  # ", 1)
+            cell.source = f"{variable} = {float(value) * 10!r}  # {hint}"
+            wrong_part = cell.metadata.scalegrade
+        nbformat.write(answered, path)
+        nbgrader(home, "submit", NAME)
+
+    nbgrader(course, "collect", NAME)
+    graded = cli.invoke(main, ["grade", "--nbgrader", str(course), NAME])
+    assert graded.exit_code == 0, graded.output
+    nbgrader(course, "export", "--to", str(tmp / "grades.csv"))
+    with open(tmp / "grades.csv", newline="") as fh:
+        export = {row["student_id"]: row for row in csv.DictReader(fh)}
+    return course, fetched, wrong_part, export
+
+
+def test_each_student_fetches_their_own_variant(course):
+    root, fetched, _, _ = course
+    for sid, nb in fetched.items():
+        own = nbformat.read(root / "scalegrade" / NAME / "release" / sid / "hw1.ipynb", 4)
+        assert nb.cells == own.cells
+    given = {
+        sid: [c.source for c in nb.cells if c.metadata.nbgrader.grade_id.endswith("-given")]
+        for sid, nb in fetched.items()
+    }
+    assert given["s01"] and given["s01"] != given["s02"]
+
+
+def test_export_lists_scalegrades_scores(course):
+    root, _, wrong_part, export = course
+    key = json.loads((root / "scalegrade" / NAME / "keys" / "s01.json").read_text())
+    free = sum(r["points"] for q in key["questions"] for r in q["free_response"])
+    total = key["points"]
+    honest, mistaken = export["s01"], export["s02"]
+    assert float(honest["max_score"]) == pytest.approx(total)
+    # free-response parts wait for a person: everything else is earned by the honest one
+    assert float(honest["score"]) == pytest.approx(total - free)
+    assert float(mistaken["score"]) == pytest.approx(total - free - wrong_part.points)
+    assert honest["email"] == "s01@uni.example"
+
+
+def test_gradebook_has_autograded_and_manual_parts_for_formgrader(course):
+    root, fetched, wrong_part, _ = course
+    parts = _parts(fetched["s02"])
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", COURSE_ID) as gb:
+        sub = gb.find_submission(NAME, "s02")
+        grades = {g.name: g for g in sub.notebooks[0].grades}
+        assert set(grades) == set(parts)
+        for gid, cell in parts.items():
+            g = grades[gid]
+            if cell.metadata.scalegrade.kind == "free_response":
+                assert g.needs_manual_grade and g.auto_score is None
+            else:
+                assert not g.needs_manual_grade and g.auto_score is not None
+        wrong = next(
+            g
+            for gid, g in grades.items()
+            if parts[gid].metadata.scalegrade.answer == wrong_part.answer
+            and parts[gid].metadata.scalegrade.question == wrong_part.question
+        )
+        assert wrong.auto_score == 0
+        assert sub.needs_manual_grade
+    shown = nbformat.read(root / "autograded" / "s02" / NAME / "hw1.ipynb", 4)
+    assert all(c.metadata.nbgrader.grade for c in _parts(shown).values())
+    # what the instructor keeps is not in the exchange
+    assert not list((root.parent / "exchange").rglob("*.json"))
+
+
+def test_variants_folder_is_not_listable_and_grading_again_keeps_a_persons_score(course):
+    root, fetched, _, export = course
+    variants = root.parent / "exchange" / COURSE_ID / "variants" / NAME
+    assert variants.stat().st_mode & 0o777 == 0o711
+    free = next(
+        gid
+        for gid, c in _parts(fetched["s01"]).items()
+        if c.metadata.scalegrade.kind == "free_response"
+    )
+    url = f"sqlite:///{root / 'gradebook.db'}"
+    with Gradebook(url, COURSE_ID) as gb:
+        gb.find_grade(free, "hw1", NAME, "s01").manual_score = 1.0  # a TA, in formgrader
+        gb.db.commit()
+    again = CliRunner().invoke(main, ["grade", "--nbgrader", str(root), NAME, "--regrade"])
+    assert again.exit_code == 0, again.output
+    with Gradebook(url, COURSE_ID) as gb:
+        grade = gb.find_grade(free, "hw1", NAME, "s01")
+        assert grade.manual_score == 1.0 and not grade.needs_manual_grade
+        assert gb.find_submission(NAME, "s01").score == pytest.approx(
+            float(export["s01"]["score"]) + 1.0
+        )
