@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,6 +120,18 @@ def _timestamp(folder: Path) -> str | None:
     return path.read_text(encoding="utf-8").strip() if path.is_file() else None
 
 
+def alembic_on_path() -> None:
+    """Put this interpreter's scripts folder on PATH when ``alembic`` is not found there.
+
+    nbgrader migrates its database by running the ``alembic`` command, which is installed
+    beside this interpreter; a venv's ``bin/`` is not on PATH when ScaleGrade runs through
+    ``make``, pipx or an absolute path.
+    """
+    scripts = os.path.dirname(sys.executable)
+    if shutil.which("alembic") is None and shutil.which("alembic", path=scripts):
+        os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
+
+
 def grade_course(
     course: Path,
     name: str,
@@ -161,6 +174,7 @@ def grade_course(
     config = nbgrader_config(lay.course)
     db_url = db_url or config.get("db_url") or lay.db_url
     course_id = course_id or config.get("course_id") or "default_course"
+    alembic_on_path()
     with Gradebook(db_url, course_id) as gb:
         gb.update_or_create_assignment(name, **({"duedate": info.due} if info.due else {}))
         gb.update_or_create_notebook(nb_name, name)

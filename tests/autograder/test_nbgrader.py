@@ -27,6 +27,7 @@ from jupyter_core.application import NoStart  # noqa: E402
 from nbgrader.api import Gradebook  # noqa: E402
 from nbgrader.apps.nbgraderapp import NbGraderApp  # noqa: E402
 
+from autograder.nbgrader_gradebook import alembic_on_path  # noqa: E402
 from scalegrade.cli import main  # noqa: E402
 
 NAME = "hw1"  # the assignment's name in nbgrader
@@ -59,6 +60,10 @@ def course(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         for name, value in env.items():
             mp.setenv(name, value)
+        # an nbgrader user runs `nbgrader` from its own scripts folder, where nbgrader's
+        # database migrations find `alembic`; pytest may run without it on PATH (make, CI)
+        mp.setenv("PATH", os.environ.get("PATH", ""))
+        alembic_on_path()
         yield _flow(tmp, env)
 
 
