@@ -20,15 +20,12 @@ from pathlib import Path
 import nbformat
 import pytest
 from click.testing import CliRunner
+from jupyter_core.application import NoStart
+from nbgrader.api import Gradebook
+from nbgrader.apps.nbgraderapp import NbGraderApp
 
-pytest.importorskip("nbgrader")
-
-from jupyter_core.application import NoStart  # noqa: E402
-from nbgrader.api import Gradebook  # noqa: E402
-from nbgrader.apps.nbgraderapp import NbGraderApp  # noqa: E402
-
-from autograder.nbgrader_gradebook import alembic_on_path  # noqa: E402
-from scalegrade.cli import main  # noqa: E402
+from autograder.nbgrader_gradebook import alembic_on_path
+from scalegrade.cli import main
 
 NAME = "hw1"  # the assignment's name in nbgrader
 COURSE_ID = "sg101"

@@ -24,8 +24,6 @@ from generator import otter as public_checks
 from generator.release import release
 from generator.roster import parse
 
-otter = pytest.importorskip("otter", reason="otter-grader is in the dev extra")
-
 
 @pytest.fixture(scope="module")
 def released(tmp_path_factory) -> Path:
