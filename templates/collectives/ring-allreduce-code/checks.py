@@ -447,27 +447,21 @@ def probe(student, seed: int, params: dict) -> dict:
 
 
 def _prop(name: str, weight: float, score: float, message: str) -> dict:
-    return {
-        "name": name,
-        "weight": weight,
-        "score": float(min(1.0, max(0.0, score))),
-        "message": message,
-    }
+    from autograder.checktools import prop  # grade side only: the trusted process
+
+    return prop(name, weight, score, message)
 
 
 def _vector(x, n: int | None = None) -> np.ndarray | None:
-    """A list of numbers (or "nan"/"inf" strings) as float64, None when it is not one."""
-    if not isinstance(x, list) or not all(type(v) in (int, float, str) for v in x):
-        return None
-    try:
-        a = np.array([float(v) for v in x], dtype=np.float64)
-    except ValueError:
-        return None
-    return a if n is None or a.size == n else None
+    from autograder.checktools import vector
+
+    return vector(x, n)
 
 
 def _close(a: np.ndarray | None, b: np.ndarray) -> bool:
-    return a is not None and a.shape == b.shape and bool(np.allclose(a, b, rtol=RTOL, atol=ATOL))
+    from autograder.checktools import close
+
+    return close(a, b, RTOL, ATOL)
 
 
 def _is_slice_of(values: np.ndarray, full: np.ndarray) -> bool:

@@ -113,12 +113,9 @@ def probe(student, seed: int, params: dict) -> dict:
 
 
 def _prop(name: str, weight: float, score: float, message: str) -> dict:
-    return {
-        "name": name,
-        "weight": weight,
-        "score": float(min(1.0, max(0.0, score))),
-        "message": message,
-    }
+    from autograder.checktools import prop  # grade side only: the trusted process
+
+    return prop(name, weight, score, message)
 
 
 def _margin(batch: dict, beta: float) -> np.ndarray:
@@ -129,20 +126,15 @@ def _margin(batch: dict, beta: float) -> np.ndarray:
 
 
 def _vector(x) -> np.ndarray | None:
-    if not isinstance(x, list) or not all(type(v) in (int, float, str) for v in x):
-        return None
-    try:
-        return np.array([float(v) for v in x], dtype=np.float64)
-    except ValueError:
-        return None
+    from autograder.checktools import vector
+
+    return vector(x)
 
 
 def _close(a: np.ndarray, b: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> bool:
-    return (
-        a.shape == b.shape
-        and bool(np.all(np.isfinite(a)))
-        and bool(np.allclose(a, b, rtol=rtol, atol=atol))
-    )
+    from autograder.checktools import close
+
+    return close(a, b, rtol, atol)
 
 
 def _reduction(rec, per_pair: np.ndarray) -> str | None:
