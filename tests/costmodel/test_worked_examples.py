@@ -1,6 +1,6 @@
 """Every `ok`/`rounding` number of the notes that is a formula of the core is reproduced.
 
-The numbers come from ``../shared/data/worked_examples.json`` (the notes' worked
+The numbers come from ``tests/data/worked_examples.json`` (the notes' worked
 examples, exercise solutions and exam answers, each recomputed independently).  Each
 area module of ``tests/costmodel/worked/`` maps entry ids to core calls; the entries
 that are not a formula of the core (simulations, admin arithmetic, ...) are listed in

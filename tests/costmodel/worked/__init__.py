@@ -1,4 +1,9 @@
-"""The notes' numbers (``../shared/data/worked_examples.json``) and how to compare with them.
+"""The notes' numbers (``tests/data/worked_examples.json``) and how to compare with them.
+
+The file lists the numbers the notes state in their worked examples, exercise solutions
+and exam answers, each with the inputs it follows from and an independent recomputation
+(``computed``), a ``verdict`` (``ok``; ``rounding``: the notes rounded further) and the
+rounding ``rule`` to compare by.  ``notes`` is "000" or "001" and ``where`` the section.
 
 Each area module here (``counting.py``, ``memory.py``, ...) maps entry ids to a function
 of the entry's ``inputs`` that computes the number through the core, returned in the
@@ -14,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "worked_examples.json"
+DATA = Path(__file__).resolve().parents[2] / "data" / "worked_examples.json"
 
 Case = Callable[[dict[str, Any]], Any]
 
@@ -48,7 +53,7 @@ def agrees(ours: Any, entry: dict[str, Any]) -> tuple[bool, str]:
         return same, f"{ours!r} vs {computed!r}"
     ours_f = float(ours)
     close = math.isclose(ours_f, float(computed), rel_tol=1e-6, abs_tol=1e-15)
-    detail = f"{ours_f!r} vs computed {computed!r} (stated {entry['stated_text'] or stated!r})"
+    detail = f"{ours_f!r} vs computed {computed!r} (stated {stated!r} {entry['unit'] or ''})"
     if kind == "exact":
         return ours_f == float(computed) or close, detail
     if kind == "sig":
