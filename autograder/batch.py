@@ -8,7 +8,6 @@ skips what is unchanged.  One broken submission is that submission's recorded er
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -19,20 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
 
-from autograder import key as keys
 from autograder import outputs
-from autograder.grade import StudentResult, copy_signals, grade_harvest, plan_for
+from autograder.grade import StudentResult
 from autograder.gradebook import Gradebook, result_to_json
-from autograder.sandbox import Outcome, Plan
-
-
-class Runner(Protocol):
-    """Runs one submission in the sandbox: a local ``Sandbox``, or a
-    ``distributed.DaskRunner`` that runs the same sandbox on a Dask cluster's workers."""
-
-    def run(self, notebook: Path, plan: Plan) -> Outcome: ...
+from autograder.keys import Keys
+from autograder.submission import Runner, content_hash, grade_one
+from contract import Policy
 
 
 @dataclass(frozen=True)
@@ -66,9 +58,9 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def reveal_now(due: str | None, policy: dict) -> bool:
+def reveal_now(due: str | None, policy: Policy) -> bool:
     """Expected values and worked solutions are shown after the due date, by policy."""
-    if not policy.get("solutions_after_due", True) or due is None:
+    if not policy.solutions_after_due or due is None:
         return False
     deadline = datetime.fromisoformat(due)
     if deadline.tzinfo is None:  # a due date without a zone is read as UTC
@@ -77,7 +69,7 @@ def reveal_now(due: str | None, policy: dict) -> bool:
 
 
 def grade_batch(
-    keys_dir: Path,
+    keys: Keys,
     submissions: Path,
     out: Path,
     *,
@@ -89,8 +81,8 @@ def grade_batch(
     on_done: Callable[[StudentResult | None], None] | None = None,
 ) -> Summary:
     start = time.perf_counter()
-    info = keys.load_info(keys_dir)
-    all_keys = keys.load_all(keys_dir)
+    info = keys.release
+    all_keys = keys.all()
     reveal = reveal_now(info.due, info.policy) if reveal is None else reveal
     out.mkdir(parents=True, exist_ok=True)
     book = Gradebook(db_url or f"sqlite:///{(out / 'gradebook.sqlite').resolve()}")
@@ -102,33 +94,35 @@ def grade_batch(
         key = all_keys.get(student_id)
         if key is None:
             result = StudentResult(
-                student_id, 0.0, 0.0, [], error=f"no key for student {student_id!r} in {keys_dir}"
-            )
-        elif notebook is None:
-            result = grade_harvest(
-                key,
-                None,
-                policy=info.policy,
-                reveal=reveal,
-                error=f"no .ipynb in {submissions / student_id}",
+                student_id,
+                0.0,
+                0.0,
+                [],
+                error=f"no key for student {student_id!r} in {keys.folder}",
             )
         else:
-            content = notebook.read_bytes()
-            digest = hashlib.sha256(content).hexdigest()
-            if not regrade and book.unchanged(info.assignment, student_id, digest):
+            if (
+                notebook is not None
+                and not regrade
+                and book.unchanged(info.assignment, student_id, content_hash(notebook))
+            ):
                 with lock:
                     counts["skipped"] += 1
                 if on_done:
                     on_done(None)
                 return
-            outcome = sandbox.run(notebook, plan_for(key))
-            result = grade_harvest(
-                key, outcome.harvest, policy=info.policy, reveal=reveal, error=outcome.error
-            )
-            result.content_hash = digest
-            result.seconds = outcome.seconds
-            result.isolation = outcome.isolation
-            result.copy_signals = copy_signals(result, key, all_keys)
+            try:
+                result = grade_one(
+                    key, notebook, keys=keys, runner=sandbox, reveal=reveal, others=all_keys
+                )
+            except Exception as err:  # noqa: BLE001 - one submission's trouble, not the batch's
+                result = StudentResult(
+                    student_id,
+                    0.0,
+                    key.points,
+                    [],
+                    error=f"the grader failed on this submission: {type(err).__name__}: {err}",
+                )
         doc = result_to_json(result)
         target = out / student_id
         _write_atomic(
@@ -152,7 +146,7 @@ def grade_batch(
                 future.result()
         results = book.results(info.assignment)
         roster = {
-            sid: {"name": k.student_name, "email": k.student_email} for sid, k in all_keys.items()
+            sid: {"name": k.student.name, "email": k.student.email} for sid, k in all_keys.items()
         }
         signals = {r["student_id"]: r["copy_signals"] for r in results if r["copy_signals"]}
         _write_atomic(out / "summary.csv", outputs.summary_csv(results))

@@ -6,17 +6,18 @@ returns one weighted property per check::
 
     {"name": str, "weight": float >= 0, "score": float in [0, 1], "message": str}
 
-This module loads the instructor's file from the question bank, never anything a student
-wrote: the source text travels to the sandbox, and ``grade`` is imported from the file
-with importlib.
+Grading loads the checks that release wrote to ``keys/`` (:class:`autograder.keys.Keys`),
+never the question bank's, and never anything a student wrote: the source text travels to
+the sandbox, and ``grade`` is compiled from the same text here.  :func:`load_checks`
+reads a bank's file, for authors and tests.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,58 +34,47 @@ class ChecksError(ValueError):
 
 @dataclass(frozen=True)
 class Checks:
-    """A question's checks file: the source for the sandbox, ``grade`` for the grader."""
+    """A question's checks: the source for the sandbox, ``grade`` for the grader."""
 
-    path: Path
+    name: str  # where the source came from, for messages: keys/checks/<question>/checks.py
     source: str  # the whole file; the sandbox executes it and calls probe()
     grade: Grade
     module: ModuleType  # the instructor's module (run_locally calls its probe)
 
+    @classmethod
+    def from_source(cls, source: str, name: str) -> Checks:
+        """Compile ``source`` into a module of its own, named by its content (registered, as
+        an import would, so that dataclasses and pickling work; no bytecode is written)."""
+        digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
+        module = ModuleType(f"scalegrade_checks_{digest}")
+        module.__file__ = name
+        sys.modules[module.__name__] = module
+        try:
+            exec(compile(source, name, "exec"), module.__dict__)  # noqa: S102 - instructor's code
+        except Exception as err:
+            sys.modules.pop(module.__name__, None)
+            raise ChecksError(f"{name}: cannot be loaded: {type(err).__name__}: {err}") from err
+        for fn in ("probe", "grade"):
+            if not callable(getattr(module, fn, None)):
+                raise ChecksError(f"{name}: defines no function {fn}()")
+        return cls(name, source, module.grade, module)
+
+
+_BY_FILE: dict[tuple[Path, int], Checks] = {}  # (path, mtime): a bank's file, loaded once
+
 
 def load_checks(folder: Path | str, checks: str | Path) -> Checks:
-    """Load ``folder/checks``, a CodePart's ``checks`` file, which must lie in the folder."""
+    """A bank's ``folder/checks`` (a CodePart's ``checks`` file, which must lie in the folder)."""
     folder = Path(folder).resolve()
     path = (folder / checks).resolve()
     if not path.is_relative_to(folder):
         raise ChecksError(f"{folder}: checks file {str(checks)!r} is outside the question folder")
     if not path.is_file():
         raise ChecksError(f"{path}: missing (named as the checks of a code part)")
-    return _load(path, path.stat().st_mtime_ns)
-
-
-_CACHE: dict[tuple[Path, int], Checks] = {}  # (path, mtime): imported once per batch
-
-
-def _load(path: Path, mtime: int) -> Checks:
-    key = (path, mtime)
-    if key not in _CACHE:
-        source = path.read_text(encoding="utf-8")
-        digest = hashlib.sha256(f"{path}:{mtime}".encode()).hexdigest()[:12]
-        spec = importlib.util.spec_from_file_location(f"scalegrade_checks_{digest}", path)
-        if spec is None or spec.loader is None:
-            raise ChecksError(f"{path}: cannot be imported")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        for name in ("probe", "grade"):
-            if not callable(getattr(module, name, None)):
-                raise ChecksError(f"{path}: defines no function {name}()")
-        _CACHE[key] = Checks(path, source, module.grade, module)
-    return _CACHE[key]
-
-
-def _by_path(path: Path | str) -> Checks:
-    path = Path(path)
-    return load_checks(path.parent, path.name)
-
-
-def probe_source(path: Path | str) -> str:
-    """The text of a checks file, for the sandbox (a ``Probe``'s ``source``)."""
-    return _by_path(path).source
-
-
-def grade_function(path: Path | str) -> Grade:
-    """The ``grade`` function of a checks file, imported in this (trusted) process."""
-    return _by_path(path).grade
+    cache_key = (path, path.stat().st_mtime_ns)
+    if cache_key not in _BY_FILE:
+        _BY_FILE[cache_key] = Checks.from_source(path.read_text(encoding="utf-8"), str(path))
+    return _BY_FILE[cache_key]
 
 
 def properties(raw: Any, where: Path | str = "checks") -> list[dict]:
@@ -138,7 +128,8 @@ def run_locally(
     The probe's result goes through JSON, as it comes out of the sandbox.  Never use this
     on a student's code: student code runs only in the sandbox.
     """
-    checks = _by_path(checks_path)
+    path = Path(checks_path)
+    checks = load_checks(path.parent, path.name)
     params = dict(params or {})
     result = json.loads(json.dumps(checks.module.probe(student_fn, seed, params)))
     return grade_result(checks.grade, result, seed, params)

@@ -12,17 +12,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
+import contract
 import costmodel
-from autograder.key import Answer
-from costmodel import expression
+from contract import Answer, plausible, unit_factor, within
 from costmodel.units import UnitError, sci, to_si
-
-# An earlier answer further than this factor from its key earns no carried credit:
-# orders of magnitude off is not a slip, and it would let anything through.
-ECF_PLAUSIBLE_FACTOR = 100.0
 
 
 @dataclass(frozen=True)
@@ -43,12 +38,6 @@ class Verdict:
     details: tuple[dict[str, Any], ...] = ()  # code properties
 
 
-@cache
-def factor(unit: str, si_unit: str) -> float:
-    """SI value of one ``unit`` (GB → 1e9 bytes)."""
-    return to_si(f"1 {unit}", si_unit) if unit else 1.0
-
-
 def _asked_form(a: Answer) -> str:
     return f"a number in {a.unit}" if a.unit else "a number"
 
@@ -63,7 +52,7 @@ def read_value(a: Answer, harvested: dict[str, Any]) -> tuple[float | None, str]
         value = float(raw) if not isinstance(raw, str) else float(raw)  # "nan", "inf" spelled
         if not math.isfinite(value):
             return None, "unreadable:not a finite number"
-        return value * factor(a.unit, a.si_unit), ""
+        return value * unit_factor(a.unit, a.si_unit), ""
     if kind == "string":
         text = str(harvested["value"]).strip()
         try:
@@ -85,53 +74,14 @@ def read_value(a: Answer, harvested: dict[str, Any]) -> tuple[float | None, str]
 def _read_with_unit(text: str, a: Answer) -> float:
     """A bare number is in the asked unit; a number with a unit is converted."""
     try:
-        return float(text.replace(",", "")) * factor(a.unit, a.si_unit)
+        return float(text.replace(",", "")) * unit_factor(a.unit, a.si_unit)
     except ValueError:
         return to_si(text, a.si_unit)
 
 
-def within(value: float, target: float, a: Answer) -> bool:
-    """``value`` equals ``target`` (both SI) within the answer's tolerance."""
-    tol = a.tolerance
-    if "rel" in tol:
-        return abs(value - target) <= tol["rel"] * abs(target) + 1e-300
-    f = factor(a.unit, a.si_unit)
-    if "abs" in tol:
-        return abs(value - target) / f <= tol["abs"] + 1e-12
-    digits = int(tol["sig"])
-    shown = target / f
-    if shown == 0:
-        return value == 0
-    half_unit = 0.5 * 10 ** (math.floor(math.log10(abs(shown))) - digits + 1)
-    return abs(value / f - shown) <= half_unit * (1 + 1e-9)
-
-
 def shown(value: float, a: Answer) -> str:
-    x = value / factor(a.unit, a.si_unit)
+    x = value / unit_factor(a.unit, a.si_unit)
     return f"{sci(x)} {a.unit}" if a.unit else sci(x)
-
-
-def carried_value(a: Answer, params: dict[str, Any], own: dict[str, float]) -> float:
-    """This answer's formula applied to the student's own earlier answers (``own``, SI)."""
-    scope = {**params, **own}
-    if a.expr is not None:
-        return float(expression.evaluate(a.expr, scope))
-    domains = costmodel.formula(a.formula).domains
-    args = {
-        k: expression.evaluate(v, scope)
-        if isinstance(v, str) and domains[k].kind != "choice"
-        else v
-        for k, v in a.args.items()
-    }
-    result = costmodel.evaluate(a.formula, **args)
-    return float(result[a.output] if a.output is not None else result)
-
-
-def plausible(value: float, key: float) -> bool:
-    """An earlier answer that may carry credit: same sign, within 100× of the key, not 0."""
-    if value == 0 or key == 0 or (value > 0) != (key > 0):
-        return False
-    return 1 / ECF_PLAUSIBLE_FACTOR <= value / key <= ECF_PLAUSIBLE_FACTOR
 
 
 def compare(
@@ -208,7 +158,7 @@ def _carried(a, value, params, earlier, keys_by_id) -> str | None:
             return None  # an implausible (or missing) earlier answer carries nothing
         own[d] = student_value
     try:
-        target = carried_value(a, params, own)
+        target = contract.value(a, {**params, **own})  # the formula over the student's own
     except (ValueError, ArithmeticError, costmodel.ArgumentError):
         return None
     if not within(value, target, a):

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from autograder.compare import Verdict, compare, shown, within
-from autograder.key import Answer, Key, Question
-
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+from autograder import checks as code_checks
+from autograder.checks import Checks
+from autograder.compare import Verdict, compare, shown
+from autograder.keys import probe_seed
+from contract import Answer, Key, Policy, Question, within
 
 
 @dataclass(frozen=True)
@@ -35,38 +35,12 @@ class StudentResult:
     content_hash: str = ""
     seconds: float = 0.0
     isolation: str = ""
+    # the student id in the notebook's own metadata, when it is not the student graded:
+    # graded as the student who submitted it, with their numbers (shown in the report)
+    released_to: str | None = None
 
 
-def probe_seed(question_seed: str, part_id: str) -> int:
-    digest = hashlib.sha256(f"{question_seed}:{part_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
-
-
-def plan_for(key: Key, templates: Path = TEMPLATES):
-    """What the sandbox must read and probe for this student's key (a sandbox ``Plan``)."""
-    from autograder import checks as code_checks
-    from autograder.sandbox import Plan, Probe
-
-    variables = tuple(a.variable for q in key.questions for a in q.answers if a.ask)
-    probes = []
-    for q in key.questions:
-        for c in q.code:
-            if c.checks is None:
-                continue
-            source = code_checks.probe_source(templates / q.id / c.checks)
-            probes.append(
-                Probe(
-                    id=f"q{q.index}-{c.id}",
-                    function=c.function,
-                    source=source,
-                    seed=probe_seed(q.seed, c.id),
-                    params=q.params,
-                )
-            )
-    return Plan(variables=variables, probes=tuple(probes))
-
-
-def _grade_answers(q: Question, answers: dict[str, Any], policy: dict, reveal: bool):
+def _grade_answers(q: Question, answers: dict[str, Any], policy: Policy, reveal: bool):
     keys_by_id = {a.id: a for a in q.answers}
     earlier: dict[str, tuple[float | None, bool]] = {}
     out = []
@@ -82,8 +56,8 @@ def _grade_answers(q: Question, answers: dict[str, Any], policy: dict, reveal: b
             params=q.params,
             earlier=earlier,
             keys_by_id=keys_by_id,
-            ecf=bool(policy.get("ecf", True)),
-            ecf_credit=float(policy.get("ecf_credit", 0.8)),
+            ecf=policy.ecf,
+            ecf_credit=policy.ecf_credit,
             reveal=reveal,
         )
         earlier[a.id] = (value, verdict.status == "correct")
@@ -91,7 +65,7 @@ def _grade_answers(q: Question, answers: dict[str, Any], policy: dict, reveal: b
     return out
 
 
-def _grade_code(q: Question, probes: dict[str, Any], templates: Path) -> list[Verdict]:
+def _grade_code(q: Question, probes: dict[str, Any], checks: Mapping[str, Checks]) -> list[Verdict]:
     out = []
     for c in q.code:
         pid = f"q{q.index}-{c.id}"
@@ -106,12 +80,9 @@ def _grade_code(q: Question, probes: dict[str, Any], templates: Path) -> list[Ve
             reason = (probe or {}).get("error") or "the probe did not run"
             out.append(Verdict(score=0.0, status="code", feedback=f"Not graded: {reason}.", **base))
             continue
-        from autograder import checks as code_checks
-
         try:
-            grade = code_checks.grade_function(templates / q.id / c.checks)
             props = code_checks.grade_result(
-                grade, probe["result"], probe_seed(q.seed, c.id), q.params
+                checks[c.checks.file].grade, probe["result"], probe_seed(q.seed, c.id), q.params
             )
         except code_checks.ChecksError as err:  # the instructor's checks failed, not the student
             out.append(Verdict(score=0.0, status="code", feedback=f"Not graded: {err}", **base))
@@ -139,12 +110,13 @@ def grade_harvest(
     key: Key,
     harvest: dict[str, Any] | None,
     *,
-    policy: dict[str, Any],
+    policy: Policy,
+    checks: Mapping[str, Checks],
     reveal: bool,
     error: str | None = None,
-    templates: Path = TEMPLATES,
 ) -> StudentResult:
-    """Every part of one student's key against what the sandbox harvested.
+    """Every part of one student's key against what the sandbox harvested, by the
+    release's ``policy`` and with its ``checks`` (file under keys/ -> loaded checks).
 
     A submission that could not be run (``harvest`` None) scores 0 with its error
     recorded; free-response parts stay pending for a person.
@@ -154,7 +126,7 @@ def grade_harvest(
     probes = harvest.get("probes", {})
     parts: list[Graded] = []
     for q in key.questions:
-        verdicts = _grade_answers(q, answers, policy, reveal) + _grade_code(q, probes, templates)
+        verdicts = _grade_answers(q, answers, policy, reveal) + _grade_code(q, probes, checks)
         verdicts += [
             Verdict(
                 part=r.id,
@@ -171,7 +143,7 @@ def grade_harvest(
         f"cell {c['index']}: {c['error']}" for c in harvest.get("cells", []) if not c.get("ok")
     ]
     return StudentResult(
-        student_id=key.student_id,
+        student_id=key.student.id,
         score=sum(p.verdict.score or 0.0 for p in parts),
         max_score=key.points,
         parts=parts,
@@ -193,7 +165,7 @@ def copy_signals(result: StudentResult, key: Key, others: dict[str, Key]) -> lis
             continue
         value = v.value
         for sid, other in others.items():
-            if sid == key.student_id:
+            if sid == key.student.id:
                 continue
             theirs = _answer(other, g.question, v.part)
             if theirs is not None and within(value, theirs.value, a):

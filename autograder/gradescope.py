@@ -8,17 +8,18 @@
     run_autograder    run for every submission: ``python -m autograder.gradescope run``
     scalegrade/
       config.json     the assignment, its notebook's name, the wall timeout per submission
-      keys/           the assignment's keys: instructor only, never visible to the notebook
+      keys/           the assignment's keys/ folder as released, its code checks included:
+                      instructor only, never visible to the notebook
       roster.csv      student_id,name,email (from the keys)
-      templates/<question>/<checks>.py   the code checks the keys name
       dist/scalegrade-<version>-py3-none-any.whl
 
 Gradescope unpacks the zip into ``/autograder/source``, puts the student's files in
 ``/autograder/submission`` and the submission's metadata in
 ``/autograder/submission_metadata.json``, and uploads ``/autograder/results/results.json``.
 :func:`run` does the grading: it finds the submitter on the roster (by email, then by
-student id), runs their notebook in the sandbox against their own key, and writes
-results.json per Gradescope's autograder specification.  The root is
+student id) and grades their notebook with :func:`autograder.submission.grade_one`
+against their own key, as every other entry point does, then writes results.json per
+Gradescope's autograder specification.  The root is
 ``$SCALEGRADE_GRADESCOPE_ROOT`` (default ``/autograder``), so a test runs the same package in
 a temporary folder.
 """
@@ -27,10 +28,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,7 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autograder import key as keys
+from autograder.keys import Keys
+from contract import Key, KeyFileError
 
 ROOT_ENV = "SCALEGRADE_GRADESCOPE_ROOT"
 DEFAULT_ROOT = "/autograder"
@@ -49,17 +51,6 @@ TORCH = "torch==2.13.0"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 VENV = "/opt/scalegrade"
 PROJECT = Path(__file__).resolve().parent.parent
-# what the wheel is built from (the project's packages, its one module and metadata)
-WHEEL_SOURCES = (
-    "pyproject.toml",
-    "README.md",
-    "course_config.py",
-    "costmodel",
-    "generator",
-    "autograder",
-    "scalegrade",
-)
-MAX_NOTEBOOK_BYTES = 32 * 2**20
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # zip entries' time: the package's bytes do not depend on when
 
 SETUP_SH = """#!/usr/bin/env bash
@@ -84,6 +75,10 @@ fi
 {venv}/bin/pip install --upgrade pip
 {venv}/bin/pip install "{torch}" --index-url "{torch_index}"
 {venv}/bin/pip install "$HERE"/{package}/dist/*.whl
+# grading reads keys/ alone: the question bank the wheel carries (reference solutions,
+# checks) has no place where student code runs
+{venv}/bin/python -c 'import os, shutil, scalegrade
+shutil.rmtree(os.path.join(os.path.dirname(scalegrade.__file__), "bank"), ignore_errors=True)'
 # the keys are the instructor's: root only (student code runs under another uid)
 chmod -R go-rwx "$HERE/{package}"
 {venv}/bin/python -m autograder.gradescope check --source "$HERE/{package}"
@@ -108,27 +103,27 @@ class Package:
     path: Path
     bytes: int
     students: int
-    checks: int  # code-check files shipped
+    checks: int  # code-check files shipped (in keys/checks/)
     seconds: float
 
 
 # --- building the package ------------------------------------------------------------
 
 
-def roster_csv(all_keys: dict[str, keys.Key]) -> str:
+def roster_csv(all_keys: dict[str, Key]) -> str:
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(["student_id", "name", "email"])
     for sid, k in all_keys.items():
-        w.writerow([sid, k.student_name, k.student_email])
+        w.writerow([sid, k.student.name, k.student.email])
     return out.getvalue()
 
 
 def build_wheel(target: Path, project: Path = PROJECT) -> Path:
-    """ScaleGrade's wheel, built offline from ``project`` (``pip wheel --no-deps``).
+    """ScaleGrade's wheel, the question bank included, built from the checkout ``project``.
 
-    The sources are copied to a temporary folder first, so the build leaves nothing
-    (``build/``, ``*.egg-info``) in the project.
+    Offline when hatchling (the build backend, a dev dependency) is installed here;
+    otherwise pip fetches it.  The build writes nothing into the checkout.
     """
     if not (project / "pyproject.toml").is_file():
         raise PackageError(
@@ -136,27 +131,20 @@ def build_wheel(target: Path, project: Path = PROJECT) -> Path:
             "pass --wheel with a ScaleGrade wheel"
         )
     target.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="scalegrade-wheel-") as tmp:
-        src = Path(tmp) / "src"
-        src.mkdir()
-        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
-        for name in WHEEL_SOURCES:
-            path = project / name
-            if path.is_dir():
-                shutil.copytree(path, src / name, ignore=ignore)
-            elif path.is_file():
-                shutil.copy2(path, src / name)
-        done = subprocess.run(
-            [
-                *(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"),
-                *("--no-index", "--quiet", "--wheel-dir", str(target), str(src)),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if done.returncode != 0:
-            raise PackageError(f"building ScaleGrade's wheel failed:\n{done.stderr[-2000:]}")
+    offline = (
+        ("--no-build-isolation", "--no-index") if importlib.util.find_spec("hatchling") else ()
+    )
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "wheel", "--no-deps", *offline),
+            *("--quiet", "--wheel-dir", str(target), str(project)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode != 0:
+        raise PackageError(f"building ScaleGrade's wheel failed:\n{done.stderr[-2000:]}")
     wheels = sorted(target.glob("scalegrade-*.whl"))
     if not wheels:
         raise PackageError(f"pip wheel wrote no scalegrade wheel in {target}")
@@ -177,25 +165,16 @@ def build(
     wheel: Path | None = None,
     timeout: float = 120.0,
     torch_index: str = TORCH_CPU_INDEX,
-    templates: Path | None = None,
 ) -> Package:
-    """Write the Gradescope autograder zip of the assignment whose keys are ``keys_dir``."""
-    from autograder.grade import TEMPLATES
+    """Write the Gradescope autograder zip of the assignment whose keys are ``keys_dir``.
 
+    The zip carries ``keys_dir`` as it is, checks included, verified first: Gradescope
+    grades with exactly what local grading would.
+    """
     start = time.perf_counter()
-    templates = templates or TEMPLATES
-    info = keys.load_info(keys_dir)
-    all_keys = keys.load_all(keys_dir)
-    checks: dict[str, Path] = {}
-    for k in all_keys.values():
-        for q in k.questions:
-            for c in q.code:
-                if c.checks is None:
-                    continue
-                path = templates / q.id / c.checks
-                if not path.is_file():
-                    raise PackageError(f"{path}: missing (the code checks of {q.id}, part {c.id})")
-                checks[f"{q.id}/{c.checks}"] = path
+    keys = Keys(keys_dir)
+    info = keys.release
+    all_keys = keys.all()
     config = {
         "assignment": info.assignment,
         "title": info.title,
@@ -221,13 +200,14 @@ def build(
             _add(zf, "run_autograder", RUN_AUTOGRADER.format(**fmt).encode(), executable=True)
             _add(zf, f"{PACKAGE}/config.json", (json.dumps(config, indent=1) + "\n").encode())
             _add(zf, f"{PACKAGE}/roster.csv", roster_csv(all_keys).encode())
-            for path in sorted(keys_dir.glob("*.json")):
-                _add(zf, f"{PACKAGE}/keys/{path.name}", path.read_bytes())
-            for name, path in sorted(checks.items()):
-                _add(zf, f"{PACKAGE}/templates/{name}", path.read_bytes())
+            for path in sorted(p for p in keys_dir.rglob("*") if p.is_file()):
+                name = path.relative_to(keys_dir).as_posix()
+                _add(zf, f"{PACKAGE}/keys/{name}", path.read_bytes())
             _add(zf, f"{PACKAGE}/dist/{wheel.name}", wheel.read_bytes())
         os.replace(partial, out)
-    return Package(out, out.stat().st_size, len(all_keys), len(checks), time.perf_counter() - start)
+    return Package(
+        out, out.stat().st_size, len(all_keys), len(keys.checks), time.perf_counter() - start
+    )
 
 
 # --- grading one submission on Gradescope ----------------------------------------------
@@ -277,21 +257,6 @@ def find_notebook(submission: Path, name: str) -> Path | None:
     return found[0] if len(found) == 1 else None
 
 
-def released_to(notebook: Path) -> str | None:
-    """The student id a notebook was released to (its ScaleGrade metadata), if readable.
-
-    Plain JSON is parsed; nothing in the notebook is run here.
-    """
-    try:
-        if notebook.stat().st_size > MAX_NOTEBOOK_BYTES:
-            return None
-        doc = json.loads(notebook.read_text(encoding="utf-8"))
-        sid = doc["metadata"]["scalegrade"]["student_id"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return sid if isinstance(sid, str) else None
-
-
 def _statuses(doc: dict[str, Any]) -> dict[str, Any]:
     for test in doc["tests"]:
         if "score" in test:
@@ -314,16 +279,16 @@ def grade_submission(root: Path) -> dict[str, Any]:
     """results.json's document for the submission under ``root`` (a Gradescope tree)."""
     from autograder import outputs
     from autograder.batch import reveal_now
-    from autograder.grade import grade_harvest, plan_for
     from autograder.gradebook import result_to_json
     from autograder.sandbox import Limits, Sandbox
+    from autograder.submission import grade_one
 
     source = root / "source" / PACKAGE
     if os.geteuid() == 0:
         os.chmod(source, 0o700)  # student code runs as another uid: keys out of its reach
     config = json.loads((source / "config.json").read_text(encoding="utf-8"))
-    keys_dir = source / "keys"
-    info = keys.load_info(keys_dir)
+    keys = Keys(source / "keys")
+    info = keys.release
     roster = read_roster(source / "roster.csv")
     metadata = json.loads((root / "submission_metadata.json").read_text(encoding="utf-8"))
     student_id, how = identify(metadata, roster)
@@ -336,37 +301,21 @@ def grade_submission(root: Path) -> dict[str, Any]:
             "your submission).",
             info.points,
         )
-    key = keys.load(keys_dir / f"{student_id}.json")
+    key = keys.key(student_id)
     reveal = reveal_now(info.due, info.policy)
-    templates = source / "templates"
     limits = Limits(wall_seconds=float(config.get("timeout", 120.0)))
     with Sandbox(limits=limits, hide=[root]) as sandbox:
-        outcome = sandbox.run(notebook, plan_for(key, templates))
-    result = grade_harvest(
-        key,
-        outcome.harvest,
-        policy=info.policy,
-        reveal=reveal,
-        error=outcome.error,
-        templates=templates,
-    )
-    result.seconds, result.isolation = outcome.seconds, outcome.isolation
+        result = grade_one(key, notebook, keys=keys, runner=sandbox, reveal=reveal)
     doc = _statuses(outputs.gradescope(result_to_json(result), reveal=reveal))
-    header = [f"{info.title}: graded with the numbers released to {key.student_name} ({how})."]
-    owner = released_to(notebook)
-    if owner and owner != student_id:
-        header.append(
-            f"This notebook was released to another student ({owner}): your own numbers are "
-            "in the notebook released to you."
-        )
-    doc["output"] = "\n".join([*header, doc["output"]])
+    header = f"{info.title}: graded with the numbers released to {key.student.name} ({how})."
+    doc["output"] = "\n".join([header, doc["output"]])
     doc["extra_data"] = {
         # the specification has no top-level maximum: Gradescope takes the assignment's
         "max_score": doc.pop("max_score"),
         "student_id": student_id,
         "assignment": info.assignment,
-        "isolation": outcome.isolation,
-        "sandbox_seconds": round(outcome.seconds, 2),
+        "isolation": result.isolation,
+        "sandbox_seconds": round(result.seconds, 2),
     }
     return doc
 
@@ -400,12 +349,13 @@ def run(root: Path) -> int:
 
 def check(source: Path) -> int:
     """What setup.sh runs after installing: the package's keys and checks are usable."""
-    from autograder.grade import plan_for
-
-    all_keys = keys.load_all(source / "keys")
-    for k in all_keys.values():
-        plan_for(k, source / "templates")
-    print(f"scalegrade: {len(all_keys)} keys and their code checks are readable")
+    try:
+        keys = Keys(source / "keys")
+        n = len(keys.all())
+    except KeyFileError as err:
+        print(f"scalegrade: {err}", file=sys.stderr)
+        return 1
+    print(f"scalegrade: {n} keys and their {len(keys.checks)} code checks are readable")
     return 0
 
 

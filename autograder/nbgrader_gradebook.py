@@ -30,8 +30,10 @@ import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 from traitlets.config.loader import PyFileConfigLoader
 
-from autograder import key as keys
-from autograder.batch import Runner, Summary, grade_batch
+from autograder.batch import Summary, grade_batch
+from autograder.keys import Keys
+from autograder.submission import Runner
+from contract import KeyFileError
 
 
 @dataclass(frozen=True)
@@ -146,9 +148,10 @@ def grade_course(
 ) -> Summary:
     """Grade ``COURSE/submitted/*/NAME`` and record the grades in nbgrader's gradebook."""
     lay = CourseLayout(course.resolve(), name)
-    info = keys.load_info(lay.keys)
+    keys = Keys(lay.keys)
+    info = keys.release
     notebook = info.notebook
-    student_keys = keys.load_all(lay.keys)
+    student_keys = keys.all()
     first = lay.release / info.students[0] / notebook
     cells = notebook_cells(nbformat.read(first, as_version=4))
     submitted = {
@@ -161,7 +164,7 @@ def grade_course(
         for student, folder in submitted.items():
             os.symlink(folder, Path(tmp) / student)
         summary = grade_batch(
-            lay.keys,
+            keys,
             Path(tmp),
             lay.grades,
             sandbox=sandbox,
@@ -189,12 +192,12 @@ def grade_course(
             if sid not in submitted:
                 continue
             k = student_keys.get(sid)
-            first_name, _, last_name = (k.student_name if k else "").partition(" ")
+            first_name, _, last_name = (k.student.name if k else "").partition(" ")
             gb.update_or_create_student(
                 sid,
                 first_name=first_name or None,
                 last_name=last_name or None,
-                email=k.student_email if k else None,
+                email=k.student.email if k else None,
             )
             stamp = _timestamp(submitted[sid])
             try:
@@ -206,7 +209,7 @@ def grade_course(
                 verdict = graded["verdict"]
                 cell = cells.get((graded["question"], verdict["part"]))
                 if cell is None:
-                    raise keys.KeyFileError(
+                    raise KeyFileError(
                         f"{first}: no cell for part {verdict['part']!r} of {graded['question']}"
                     )
                 grade = gb.find_grade(cell.grade_id, nb_name, name, sid)

@@ -50,6 +50,8 @@ def gradescope(result: Result, *, reveal: bool) -> dict[str, Any]:
         f"{result['score']:g} / {result['max_score']:g} points (parts graded by a person "
         "are pending)."
     ]
+    if result.get("released_to"):
+        output.append(identity_note(result))
     if result["error"]:
         output.append(f"Your notebook could not be run: {result['error']}.")
     output += [f"Error in {e}" for e in result["cell_errors"]]
@@ -61,6 +63,14 @@ def gradescope(result: Result, *, reveal: bool) -> dict[str, Any]:
         "stdout_visibility": "hidden",
         "tests": tests,
     }
+
+
+def identity_note(result: Result) -> str:
+    """What a student is told when the notebook was released to someone else."""
+    return (
+        f"This notebook was released to another student ({result['released_to']}); it was "
+        "graded with your own numbers, which are in the notebook released to you."
+    )
 
 
 # --- feedback page -------------------------------------------------------------------
@@ -106,6 +116,8 @@ def feedback_html(result: Result, *, title: str, solutions: dict[str, str] | Non
         if result["error"]
         else ""
     )
+    if result.get("released_to"):
+        error += f"<p class=wrong>{html.escape(identity_note(result))}</p>"
     cells = "".join(f"<li>{html.escape(e)}</li>" for e in result["cell_errors"])
     cells = f"<p>Cells that raised an error:</p><ul>{cells}</ul>" if cells else ""
     return (
@@ -208,6 +220,12 @@ def instructor_report(results: list[Result], *, title: str, signals: dict[str, l
     rates = [(k, round(100 * sum(v) / len(v), 1)) for k, v in success.items()]
     errors = [f"{r['student_id']}: {r['error']}" for r in results if r["error"]]
     copy = [f"{sid}: {s}" for sid, items in sorted(signals.items()) for s in items]
+    swapped = [
+        f"{r['student_id']} submitted the notebook released to {r['released_to']} "
+        f"(graded with {r['student_id']}'s numbers)"
+        for r in results
+        if r.get("released_to")
+    ]
     mean = sum(r["score"] for r in results) / n if n else 0
 
     def items(lines: list[str]) -> str:
@@ -228,5 +246,6 @@ def instructor_report(results: list[Result], *, title: str, signals: dict[str, l
         f"<h2>Misconceptions</h2>"
         f"{_bars(misconceptions.most_common(), maximum=max(misconceptions.values(), default=1))}"
         f"<h2>Errors</h2>{items(errors)}"
+        f"<h2>Notebooks released to another student</h2>{items(swapped)}"
         f"<h2>Copy signals (never penalised automatically)</h2>{items(copy)}</html>\n"
     )

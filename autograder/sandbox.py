@@ -328,8 +328,12 @@ def _traversable(path: str) -> bool:
 
 def _default_hide() -> list[str]:
     """Hidden in every sandbox: the project (keys, templates, solutions, outputs; not the
-    virtual environment), the grader's home, temporary files and /run's sockets."""
+    virtual environment), the question bank a wheel installs beside the packages and the
+    one ``$SCALEGRADE_BANK`` names (reference solutions and checks), the grader's home,
+    temporary files and /run's sockets."""
     paths = [str(PROJECT_ROOT), os.path.expanduser("~"), tempfile.gettempdir(), "/run"]
+    banks = [PROJECT_ROOT / "scalegrade" / "bank", Path(os.environ.get("SCALEGRADE_BANK") or "")]
+    paths += [str(b) for b in banks if str(b) != "." and b.is_dir()]
     return [p for p in paths if os.path.abspath(p) not in _SYSTEM_DIRS]
 
 

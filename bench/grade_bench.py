@@ -2,10 +2,10 @@
 
 (a) Overhead: a trivial notebook (``x = 1``) through the warm sandbox, one at a time, as a
     ratio to a cold ``python -c "import numpy"`` measured in the same run (target <= 0.25).
-(b) Batch: the solution notebooks of tdlsm/hw1 for a 40-student roster through the sandbox
-    with 2 threads (target < 10 s): harvest, and the trusted grading when
-    ``autograder.grade`` is there.  What is paid once per batch (the executor's start, the
-    first submission importing torch for the ring's checks) and the release are timed apart.
+(b) Batch: the solution notebooks of tdlsm/hw1 for a 40-student roster with 2 threads,
+    sandbox and trusted grading (``grade_one``; target < 10 s).  What is paid once per
+    batch (the executor's start, the first submission importing torch for the ring's
+    checks) and the release are timed apart.
 
     .venv/bin/python bench/grade_bench.py [--students 40] [--jobs 2] [--backend auto]
 """
@@ -26,7 +26,10 @@ import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from autograder.keys import Keys  # noqa: E402
 from autograder.sandbox import Plan, Sandbox  # noqa: E402
+from autograder.submission import grade_one  # noqa: E402
+from generator import bank  # noqa: E402
 
 
 def cold_numpy(runs: int) -> float:
@@ -56,7 +59,6 @@ def overhead(sandbox: Sandbox, folder: Path, runs: int) -> float:
 
 
 def release_hw1(folder: Path, students: int) -> tuple[Path, Path, float]:
-    from generator import assignment
     from generator.release import release
     from generator.roster import parse
 
@@ -67,7 +69,7 @@ def release_hw1(folder: Path, students: int) -> tuple[Path, Path, float]:
     start = time.perf_counter()
     out = folder / "release"
     release(
-        assignment.load("tdlsm/hw1"),
+        bank.load().assignment("tdlsm/hw1"),
         roster,
         secret=b"grade-bench-secret-0123456789abcdef",
         out=out,
@@ -77,36 +79,13 @@ def release_hw1(folder: Path, students: int) -> tuple[Path, Path, float]:
 
 
 def batch(sandbox: Sandbox, solutions: Path, keys_dir: Path, jobs: int) -> dict:
-    try:
-        from autograder import key as keys
-        from autograder.grade import grade_harvest, plan_for
-    except ImportError:  # harvest only, with the answer variables the notebooks declare
-        keys = None
+    keys = Keys(keys_dir)
     notebooks = sorted(solutions.glob("*/*.ipynb"))
-    if keys is not None:
-        all_keys = keys.load_all(keys_dir)
-        policy = keys.load_info(keys_dir).policy
 
-    def plan_from_notebook(path: Path) -> Plan:
-        nb = nbformat.read(path, as_version=4)
-        names = [
-            c.metadata["scalegrade"]["variable"]
-            for c in nb.cells
-            if c.metadata.get("scalegrade", {}).get("kind") == "answer"
-        ]
-        return Plan(variables=tuple(names))
-
-    def one(path: Path) -> tuple[str | None, float | None]:
-        student = path.parent.name
-        if keys is None:
-            outcome = sandbox.run(path, plan_from_notebook(path))
-            return outcome.error, None
-        key = all_keys[student]
-        outcome = sandbox.run(path, plan_for(key))
-        result = grade_harvest(
-            key, outcome.harvest, policy=policy, reveal=False, error=outcome.error
-        )
-        return outcome.error, result.score / result.max_score
+    def one(path: Path) -> tuple[str | None, float]:
+        key = keys.key(path.parent.name)
+        result = grade_one(key, path, keys=keys, runner=sandbox, reveal=False)
+        return result.error, result.score / result.max_score
 
     # Warm-up: the first submission pays the one-time import of what its checks need
     # (torch for the ring's gloo run) in the warm executor, once per batch.
@@ -117,15 +96,12 @@ def batch(sandbox: Sandbox, solutions: Path, keys_dir: Path, jobs: int) -> dict:
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(one, notebooks))
     seconds = time.perf_counter() - start
-    errors = [e for e, _ in results if e]
-    scores = [s for _, s in results if s is not None]
     return {
         "n": len(notebooks),
         "seconds": seconds,
         "warmup": warmup,
-        "errors": errors,
-        "graded": keys is not None,
-        "mean_score": statistics.mean(scores) if scores else None,
+        "errors": [e for e, _ in results if e],
+        "mean_score": statistics.mean(s for _, s in results),
     }
 
 
@@ -155,13 +131,12 @@ def main() -> None:
         f"cold `python -c 'import numpy'`: {cold * 1e3:.1f} ms; "
         f"ratio {ratio:.3f} (target <= 0.25: {'met' if ratio <= 0.25 else 'MISSED'})"
     )
-    what = "harvest + trusted grading" if result["graded"] else "harvest only"
-    score = "" if result["mean_score"] is None else f"; mean score {result['mean_score']:.1%}"
     print(
-        f"(b) {result['n']} tdlsm/hw1 solution notebooks, {args.jobs} threads, {what}: "
-        f"{result['seconds']:.2f} s ({result['seconds'] / max(1, result['n']) * 1e3:.0f} ms "
-        f"each; target < 10 s: {'met' if result['seconds'] < 10 else 'MISSED'}){score}; "
-        f"errors {len(result['errors'])}"
+        f"(b) {result['n']} tdlsm/hw1 solution notebooks, {args.jobs} threads, sandbox and "
+        f"trusted grading: {result['seconds']:.2f} s "
+        f"({result['seconds'] / max(1, result['n']) * 1e3:.0f} ms each; target < 10 s: "
+        f"{'met' if result['seconds'] < 10 else 'MISSED'}); mean score "
+        f"{result['mean_score']:.1%}; errors {len(result['errors'])}"
     )
     print(
         f"    once per batch, not in (b): executor start {startup:.2f} s; first submission "

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 
-from generator.assignment import load
+from generator import bank
 from generator.release import release
 from generator.roster import parse
 
@@ -23,7 +23,7 @@ TARGET_S = 20.0
 
 def main(n: int = 300) -> None:
     roster = parse("student_id,name,email\n" + "".join(f"s{i},S {i},s{i}@x\n" for i in range(n)))
-    hw1 = load("tdlsm/hw1")
+    hw1 = bank.load().assignment("tdlsm/hw1")
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         for i in range(n):

@@ -5,7 +5,7 @@
 # pip leaves what is already satisfied alone.
 #
 #   docker/install.sh [--venv DIR] [--python PY] [--torch SPEC] [--torch-index URL]
-#                     [--extras LIST] [--editable] [--require cpu|cuda] [SOURCE]
+#                     [--extras LIST] [--editable] [--require cpu|cuda] [--no-bank] [SOURCE]
 #
 #   --venv DIR         create (if missing) and install into this virtual environment;
 #                      without it, into PY's own environment
@@ -18,6 +18,9 @@
 #   --extras LIST      ScaleGrade's extras, comma-separated (dev, dask, postgres)
 #   --editable         pip install -e (a working copy); default: a regular install
 #   --require cpu|cuda fail unless torch is that build (cuda: with NCCL)
+#   --no-bank          remove the question bank the package installs (scalegrade/bank/:
+#                      reference solutions and checks): a grading image grades from keys/
+#                      alone, and student code runs there
 #   SOURCE             the ScaleGrade source tree (default: this script's repository)
 set -euo pipefail
 
@@ -30,8 +33,9 @@ torch_index=""
 extras=""
 editable=0
 require=""
+no_bank=0
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "install.sh: $*" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
@@ -43,6 +47,7 @@ while [ $# -gt 0 ]; do
         --extras) extras="${2?--extras needs a list (or '')}"; shift 2 ;;
         --editable) editable=1; shift ;;
         --require) require="${2:?--require needs cpu or cuda}"; shift 2 ;;
+        --no-bank) no_bank=1; shift ;;
         -h | --help) usage; exit 0 ;;
         -*) die "unknown option $1 (see --help)" ;;
         *) source_dir="$1"; shift ;;
@@ -74,6 +79,12 @@ if [ "$editable" = 1 ]; then
     "${pip[@]}" install --quiet -e "$target"
 else
     "${pip[@]}" install --quiet "$target"
+fi
+
+if [ "$no_bank" = 1 ]; then
+    [ "$editable" = 1 ] && die "--no-bank removes installed files: not with --editable"
+    "$py" -c 'import os, shutil, scalegrade
+shutil.rmtree(os.path.join(os.path.dirname(scalegrade.__file__), "bank"), ignore_errors=True)'
 fi
 
 # What was installed, and (with --require) whether it is the build the image promises.

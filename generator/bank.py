@@ -1,209 +1,162 @@
-"""The question bank against the notes: which question covers which exercise and exam question.
+"""A question bank is a folder: its courses, the index of their notes, questions, assignments.
 
-The notes' items are read from the notes themselves (their "Exercises" and "Written exam
-(proposal)" sections), and each question's ``source.ref`` names the items it covers in the
-notes' words ("Exercise 13", "written exam Q2").  An item no question covers must have its
-reason in ``templates/coverage.yaml``; `scalegrade bank --coverage` prints the table and
-fails on an item left without either.
+::
+
+    BANK/
+      courses.yaml                     the courses: id, title, citation key, default
+                                       tolerance and policy
+      notes/<cite_as>.yaml             each notes' exercises and written-exam questions
+      templates/<topic>/<question>/    one folder = one question (templates/README.md)
+      templates/coverage.yaml          why an item of the notes has no question (optional)
+      assignments/<course>/<id>.yaml   homework, exams and self-tests
+
+ScaleGrade's own bank is the repository's top level; a wheel installs the same files as
+``scalegrade/bank/``.  ``--bank DIR`` or ``$SCALEGRADE_BANK`` chooses another: an
+instructor's bank of their own needs no change to the engine, and a question is added by
+copying one folder.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+import os
+from functools import cache
 from pathlib import Path
 
 import yaml
+from pydantic import ValidationError
 
-from course_config import COURSES, Course, notes_path
 from generator import assignment as assignments
-from generator.question import TEMPLATES, Question, discover, load
+from generator import question as questions
+from generator.course import Course
 
-REASONS_FILE = TEMPLATES / "coverage.yaml"
-EXERCISE, EXAM = "Exercise", "written exam"
-
-_ITEM = re.compile(r"^(\d+)\.\s+(.*)$")
-_EXERCISE_TITLE = re.compile(r"^★+\s+(.+?)(?:\.\s|\.$|\?\s)")
-_EXAM_TITLE = re.compile(r"^Question \((\d+) points?\)\.\s+(.*)$")
-_CITES_EXERCISE = re.compile(r"\bExercises? (\d+)", re.IGNORECASE)
-_CITES_EXAM = re.compile(r"\bwritten exam Q(\d+)", re.IGNORECASE)
+BANK_ENV = "SCALEGRADE_BANK"
+COURSES_FILE = "courses.yaml"
+_HERE = Path(__file__).resolve().parent
 
 
 class BankError(ValueError):
-    """Notes that cannot be read, or a reasons file that is not what it should be."""
+    """A folder that is not a bank, or a courses.yaml that does not follow the format."""
 
 
-@dataclass(frozen=True)
-class NotesItem:
-    """One exercise or written-exam question of the notes."""
+class Bank:
+    """A loaded bank: its courses now, its questions and assignments when asked (cached)."""
 
-    notes: str  # "000" or "001", as questions cite them
-    kind: str  # EXERCISE or EXAM
-    number: int
-    title: str
-    points: int | None = None  # exam questions only
+    def __init__(self, root: Path):
+        self.root = Path(root).resolve()
+        path = self.root / COURSES_FILE
+        if not path.is_file():
+            raise BankError(
+                f"{self.root}: not a question bank (no {COURSES_FILE}); a bank holds "
+                f"{COURSES_FILE}, templates/ and assignments/ (--bank DIR, ${BANK_ENV})"
+            )
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as err:
+            raise BankError(f"{path}: not valid YAML ({err})") from None
+        if not isinstance(raw, dict) or not raw:
+            raise BankError(f"{path}: must map each course id to its title, cite_as, ...")
+        self.courses: dict[str, Course] = {}
+        for cid, fields in raw.items():
+            try:
+                self.courses[str(cid)] = Course.model_validate({**(fields or {}), "id": cid})
+            except ValidationError as err:
+                first = err.errors()[0]
+                loc = ".".join(str(x) for x in first["loc"])
+                raise BankError(f"{path}: {cid}.{loc}: {first['msg']}") from None
+        cites = [c.cite_as for c in self.courses.values()]
+        if len(set(cites)) != len(cites):
+            raise BankError(f"{path}: two courses share a cite_as ({', '.join(cites)})")
+        self._questions: dict[str, questions.Question] = {}
+
+    def __repr__(self) -> str:
+        return f"Bank({str(self.root)!r})"
 
     @property
-    def label(self) -> str:
-        return (
-            f"Exercise {self.number}" if self.kind == EXERCISE else f"written exam Q{self.number}"
-        )
+    def templates(self) -> Path:
+        return self.root / "templates"
 
     @property
-    def key(self) -> str:
-        return f"{self.notes} {self.label}"
+    def assignments(self) -> Path:
+        return self.root / "assignments"
 
+    @property
+    def notes(self) -> Path:
+        return self.root / "notes"
 
-def _section(lines: list[str], start: str, stops: tuple[str, ...]) -> list[str]:
-    """The lines after the line equal to ``start``, up to the first line in ``stops``."""
-    try:
-        first = lines.index(start) + 1
-    except ValueError:
-        return []
-    out = []
-    for line in lines[first:]:
-        if line.strip() in stops:
-            break
-        out.append(line)
-    return out
+    def course_citing(self, cite_as: str) -> Course | None:
+        return next((c for c in self.courses.values() if c.cite_as == cite_as), None)
 
-
-_LATEX = {r"\times": "×", r"\Phi": "Φ", r"\omega": "ω", r"\mathcal{C}": "𝒞", "^{": "^", "}": ""}
-
-
-def _title(text: str, limit: int = 70) -> str:
-    """The item's first words, its LaTeX written as plain text for a terminal table."""
-    text = text.strip()
-    for tex, plain in _LATEX.items():
-        text = text.replace(tex, plain)
-    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
-
-
-def notes_items(course: Course) -> list[NotesItem]:
-    """The exercises and written-exam questions of ``course``'s notes, in order."""
-    path = notes_path(course)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as err:
-        raise BankError(
-            f"{path}: cannot read the notes of {course.id} ({err.strerror}); "
-            "set $SCALEGRADE_NOTES to the folder holding them"
-        ) from None
-    items = []
-    for line in _section(lines, "Exercises", ("Projects and assessment",)):
-        m = _ITEM.match(line)  # indented numbers are the parts of a solution, not exercises
-        if m:
-            t = _EXERCISE_TITLE.match(m.group(2))
-            title = t.group(1) if t else m.group(2)
-            items.append(NotesItem(course.cite_as, EXERCISE, int(m.group(1)), _title(title)))
-    for line in _section(
-        lines, "Written exam (proposal)", ("Grading rubric (proposal)", "References")
-    ):
-        m = _ITEM.match(line)
-        t = _EXAM_TITLE.match(m.group(2)) if m else None
-        if t:
-            items.append(
-                NotesItem(
-                    course.cite_as, EXAM, int(m.group(1)), _title(t.group(2)), int(t.group(1))
+    def question(self, qid: str) -> questions.Question:
+        """A question by its folder under ``templates/`` (``"budgets/model-budget"``)."""
+        if qid not in self._questions:
+            folder = self.templates / qid
+            if not (folder / questions.SPEC_FILE).is_file():
+                raise questions.QuestionError(
+                    f"{questions.shown_path(folder)}: no such question (no {questions.SPEC_FILE})"
                 )
+            self._questions[qid] = self._checked(questions.load(folder, self.templates))
+        return self._questions[qid]
+
+    def all_questions(self) -> list[questions.Question]:
+        """Every question folder of the bank, loaded and checked."""
+        return [self.question(f.relative_to(self.templates).as_posix()) for f in self.folders()]
+
+    def folders(self) -> list[Path]:
+        return questions.discover(self.templates)
+
+    def _checked(self, q: questions.Question) -> questions.Question:
+        cite = q.spec.source.notes
+        if self.course_citing(cite) is None:
+            known = ", ".join(repr(c.cite_as) for c in self.courses.values())
+            raise questions.QuestionError(
+                f"{questions.shown_path(q.folder / questions.SPEC_FILE)}: source.notes: "
+                f"{cite!r} is no course's cite_as in {self.root / COURSES_FILE} ({known})"
             )
-    if not any(i.kind == EXERCISE for i in items):
-        raise BankError(f"{path}: no 'Exercises' section with numbered exercises found")
-    return items
+        return q
 
-
-def cited(ref: str) -> set[tuple[str, int]]:
-    """The items a ``source.ref`` names: {(EXERCISE, 6), (EXAM, 1)}."""
-    return {(EXERCISE, int(n)) for n in _CITES_EXERCISE.findall(ref)} | {
-        (EXAM, int(n)) for n in _CITES_EXAM.findall(ref)
-    }
-
-
-def reasons(path: Path = REASONS_FILE) -> dict[str, str]:
-    """Why an item has no question: {"001 Exercise 11": "..."}, from templates/coverage.yaml."""
-    if not path.is_file():
-        return {}
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as err:
-        raise BankError(f"{path}: not valid YAML ({err})") from None
-    out = data.get("uncovered") or {}
-    if not isinstance(out, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in out.items()
-    ):
-        raise BankError(f'{path}: uncovered must map "000 Exercise 7" to a written reason')
-    return out
-
-
-@dataclass
-class CoverageRow:
-    item: NotesItem
-    questions: list[str]
-    assignments: list[str]
-    reproduced: bool  # a covering question reproduces the notes' numbers (notes_example)
-    reason: str | None
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.questions) or bool(self.reason)
-
-
-@dataclass
-class Coverage:
-    rows: list[CoverageRow]
-    unknown: list[str]  # "templates/x: cites 000 Exercise 99, which the notes do not have"
-    stale_reasons: list[str]  # reasons for items that do not exist or are covered
-
-    @property
-    def ok(self) -> bool:
-        return all(r.ok for r in self.rows) and not self.unknown and not self.stale_reasons
-
-
-def _assignments_by_question() -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for aid in assignments.all_ids():
-        for q in assignments.load(aid).questions:
-            out.setdefault(q.id, []).append(aid)
-    return out
-
-
-def coverage(
-    questions: list[Question] | None = None,
-    courses: list[Course] | None = None,
-    why: dict[str, str] | None = None,
-) -> Coverage:
-    """Every exercise and exam question of the notes with the questions covering it."""
-    questions = questions if questions is not None else [load(f) for f in discover()]
-    courses = courses if courses is not None else list(COURSES.values())
-    why = why if why is not None else reasons()
-    used_in = _assignments_by_question()
-    items = [i for c in courses for i in notes_items(c)]
-    by_key = {(i.notes, i.kind, i.number): i for i in items}
-    covering: dict[str, list[Question]] = {i.key: [] for i in items}
-    unknown = []
-    for q in questions:
-        for kind, number in sorted(cited(q.spec.source.ref)):
-            item = by_key.get((q.spec.source.notes, kind, number))
-            if item is None:
-                label = NotesItem(q.spec.source.notes, kind, number, "").key
-                unknown.append(f"templates/{q.id}: cites {label}, which the notes do not have")
-            else:
-                covering[item.key].append(q)
-    rows = []
-    for i in items:
-        qs = covering[i.key]
-        rows.append(
-            CoverageRow(
-                item=i,
-                questions=[q.id for q in qs],
-                assignments=sorted({a for q in qs for a in used_in.get(q.id, [])}),
-                reproduced=any(q.spec.notes_example is not None for q in qs),
-                reason=None if qs else why.get(i.key),
+    def assignment(self, aid: str) -> assignments.Assignment:
+        """``course/id`` (``tdlsm/hw1``) with every question it lists."""
+        course_id, sep, short = aid.partition("/")
+        if not sep or not short or "/" in short:
+            raise assignments.AssignmentError(
+                f"{aid!r}: name an assignment as COURSE/ID, e.g. tdlsm/hw1"
             )
+        if course_id not in self.courses:
+            raise assignments.AssignmentError(
+                f"{aid!r}: unknown course {course_id!r} (the bank {self.root} has: "
+                f"{', '.join(self.courses)})"
+            )
+        path = self.assignments / course_id / f"{short}.yaml"
+        if not path.is_file():
+            have = sorted(p.stem for p in (self.assignments / course_id).glob("*.yaml"))
+            raise assignments.AssignmentError(
+                f"{questions.shown_path(path)}: no such assignment (course {course_id} has: "
+                f"{', '.join(have) or 'none'})"
+            )
+        return assignments.load(aid, path, self.courses[course_id], self.question)
+
+    def assignment_ids(self) -> list[str]:
+        return sorted(
+            f"{p.parent.name}/{p.stem}"
+            for p in self.assignments.glob("*/*.yaml")
+            if p.parent.name in self.courses
         )
-    stale = [
-        f"{REASONS_FILE.name}: {key!r} " + ("is covered" if covering.get(key) else "is not an item")
-        for key in why
-        if key not in covering or covering[key]
-    ]
-    return Coverage(rows, unknown, stale)
+
+
+def default_root() -> Path:
+    """``$SCALEGRADE_BANK``, else the bank installed with ScaleGrade: ``scalegrade/bank/``
+    beside this package in a wheel, the repository's top level in a checkout."""
+    if os.environ.get(BANK_ENV):
+        return Path(os.environ[BANK_ENV])
+    installed = _HERE.parent / "scalegrade" / "bank"
+    return installed if (installed / COURSES_FILE).is_file() else _HERE.parent
+
+
+@cache
+def _load(root: Path) -> Bank:
+    return Bank(root)
+
+
+def load(root: Path | str | None = None) -> Bank:
+    """The bank at ``root`` (default: :func:`default_root`), loaded once per folder."""
+    return _load(Path(root or default_root()).resolve())

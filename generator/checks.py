@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 
+from contract import Answer as KeyAnswer
 from costmodel.verify import has_symbolic_path, symbolic_value
-from generator.variant import KeyAnswer, Variant
+from generator.variant import Variant
 
 SYMBOLIC_REL_TOL = 1e-9
 
@@ -38,24 +39,6 @@ def answer_problems(k: KeyAnswer) -> list[str]:
                     f"{k.id}: numeric {x!r} != symbolic {expected!r} ({k.formula} closed form)"
                 )
     return problems
-
-
-def indistinguishable(k: KeyAnswer, wrong: float) -> bool:
-    """Is a misconception's value within the answer's own tolerance of the key?
-
-    Then its feedback cannot fire: a student with that misconception is graded correct.
-    """
-    tol = k.tolerance
-    if "rel" in tol:
-        return abs(wrong - k.value) <= tol["rel"] * abs(k.value)
-    scale = k.value / k.display_value if k.display_value else 1.0  # SI per displayed unit
-    if "abs" in tol:
-        return abs(wrong - k.value) / scale <= tol["abs"]
-    shown = k.display_value
-    if shown == 0:
-        return wrong == 0
-    half = 0.5 * 10 ** (math.floor(math.log10(abs(shown))) - int(tol["sig"]) + 1)
-    return abs(wrong / scale - shown) <= half
 
 
 def symbolic_checked(k: KeyAnswer) -> bool:

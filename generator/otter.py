@@ -257,7 +257,7 @@ def answer_check(k: KeyAnswer, seed: str) -> AnswerCheck:
         base, dims = None, {}
     # a yes/no or small count with an absolute tolerance of about a unit: no window (it
     # would tell the answer apart from the other few possible ones)
-    small = "abs" in k.tolerance and abs(key) <= 10 * k.tolerance["abs"]
+    small = k.tolerance.abs is not None and abs(key) <= 10 * k.tolerance.abs
     lo, hi = (None, None) if key == 0 or small else window(key, seed, k.id)
     scales = []
     if base is not None:

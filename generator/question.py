@@ -20,11 +20,12 @@ from jinja2 import Environment, StrictUndefined, Template, TemplateSyntaxError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 import costmodel
+from contract import Tolerance
 from costmodel import expression
 from costmodel.hardware import gpu as lookup_gpu
 from costmodel.units import UnitError, to_si
+from generator.starter import CodeSources, RegionError, defines, split
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 SPEC_FILE = "question.yaml"
 
 
@@ -37,9 +38,9 @@ class _Model(BaseModel):
 
 
 class Source(_Model):
-    """Where the question comes from in the notes."""
+    """Where the question comes from in the notes: a course's ``cite_as`` (the bank checks)."""
 
-    notes: Literal["000", "001"]
+    notes: str  # "000"
     ref: str  # "Exercise 1(b)", "Example 1.3", "written exam Q2"
 
 
@@ -90,20 +91,6 @@ class Param(_Model):
 class Constraint(_Model):
     expr: str
     message: str
-
-
-class Tolerance(_Model):
-    """Relative, absolute (in the answer's unit) or significant figures: one of them."""
-
-    rel: float | None = Field(default=None, gt=0, lt=1)
-    abs: float | None = Field(default=None, gt=0)
-    sig: int | None = Field(default=None, ge=1, le=8)
-
-    @model_validator(mode="after")
-    def _one(self) -> Tolerance:
-        if sum(x is not None for x in (self.rel, self.abs, self.sig)) != 1:
-            raise ValueError("give exactly one of rel, abs, sig")
-        return self
 
 
 class Misconception(_Model):
@@ -181,12 +168,13 @@ class FreeResponse(_Model):
 
 
 class CodePart(_Model):
-    """A function the student writes; ``starter`` and ``solution`` are files of the folder."""
+    """A function the student writes.  ``solution`` is a file of the folder marking what the
+    student writes (``### BEGIN SOLUTION`` / ``### END SOLUTION``): the starter is derived
+    from it (:mod:`generator.starter`)."""
 
     id: str
     prompt: str
     function: str
-    starter: str
     solution: str
     checks: str | None = None
     points: float = Field(ge=0)
@@ -219,11 +207,19 @@ class QuestionSpec(_Model):
 class Question:
     """A loaded, checked question folder."""
 
-    def __init__(self, qid: str, folder: Path, spec: QuestionSpec, files: dict[str, str]):
+    def __init__(
+        self,
+        qid: str,
+        folder: Path,
+        spec: QuestionSpec,
+        files: dict[str, str],
+        code: dict[str, CodeSources],
+    ):
         self.id = qid  # "budgets/model-1p3b": the folder under templates/
         self.folder = folder
         self.spec = spec
         self.files = files  # prompt.md, solution.md and code files, by name
+        self.code = code  # each code part's starter and reference, by part id
         self._units: dict[str, str] = {}
         for name, p in spec.params.items():
             self._units[name] = p.unit
@@ -252,12 +248,18 @@ def template(source: str) -> Template:
     return _JINJA.from_string(source)
 
 
+def shown_path(path: Path) -> str:
+    """A path as an error message shows it: relative to the working folder when inside it."""
+    path = Path(path)
+    try:
+        return path.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def _where(folder: Path, file: str, loc: tuple[Any, ...] = ()) -> str:
     field = ".".join(str(x) for x in loc)
-    rel = (
-        folder.relative_to(TEMPLATES.parent) if folder.is_relative_to(TEMPLATES.parent) else folder
-    )
-    return f"{rel}/{file}" + (f": {field}" if field else "")
+    return shown_path(folder / file) + (f": {field}" if field else "")
 
 
 def _check(folder: Path, spec: QuestionSpec) -> None:
@@ -398,8 +400,8 @@ def _convertible(display: str, si: str, where: str) -> None:
         ) from None
 
 
-def load(folder: Path) -> Question:
-    """Load and check one question folder."""
+def load(folder: Path, templates: Path | None = None) -> Question:
+    """Load and check one question folder; its id is its path under ``templates``."""
     folder = folder.resolve()
     spec_path = folder / SPEC_FILE
     if not spec_path.is_file():
@@ -420,7 +422,7 @@ def load(folder: Path) -> Question:
     files: dict[str, str] = {}
     needed = ["prompt.md", *(["solution.md"] if (folder / "solution.md").exists() else [])]
     for part in spec.code:
-        needed += [part.starter, part.solution] + ([part.checks] if part.checks else [])
+        needed += [part.solution] + ([part.checks] if part.checks else [])
     for name in needed:
         path = folder / name
         if not path.is_file():
@@ -433,23 +435,26 @@ def load(folder: Path) -> Question:
                 raise QuestionError(
                     f"{_where(folder, name)}: line {err.lineno}: {err.message}"
                 ) from None
+    sources = {}
+    for i, part in enumerate(spec.code):
+        where = _where(folder, part.solution)
+        try:
+            sources[part.id] = split(files[part.solution], where)
+        except RegionError as err:
+            raise QuestionError(str(err)) from None
+        for kind in ("starter", "solution"):
+            if not defines(getattr(sources[part.id], kind), part.function):
+                raise QuestionError(
+                    f"{_where(folder, SPEC_FILE, ('code', i, 'function'))}: the {kind} "
+                    f"derived from {part.solution} defines no {part.function!r} at its top level"
+                )
+    root = Path(templates).resolve() if templates is not None else None
     qid = (
-        folder.relative_to(TEMPLATES).as_posix()
-        if folder.is_relative_to(TEMPLATES)
-        else folder.name
+        folder.relative_to(root).as_posix() if root and folder.is_relative_to(root) else folder.name
     )
-    return Question(qid, folder, spec, files)
+    return Question(qid, folder, spec, files, sources)
 
 
-@cache
-def load_by_id(qid: str) -> Question:
-    """A question of the bank by its folder under ``templates/`` (``"budgets/model-1p3b"``)."""
-    folder = TEMPLATES / qid
-    if not (folder / SPEC_FILE).is_file():
-        raise QuestionError(f"templates/{qid}: no such question (no {SPEC_FILE})")
-    return load(folder)
-
-
-def discover(root: Path = TEMPLATES) -> list[Path]:
+def discover(root: Path) -> list[Path]:
     """Every question folder under ``root`` (a folder with a question.yaml)."""
     return sorted(p.parent for p in root.rglob(SPEC_FILE))

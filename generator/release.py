@@ -2,7 +2,8 @@
 
 ``DIR/release/<student>/<notebook>.ipynb`` — what the student gets (no answers);
 ``DIR/keys/`` — instructor only: per student the params, answers, tolerances, units,
-misconceptions and answer graph (the autograder's contract);
+misconceptions and answer graph, and the code parts' checks (the whole contract the
+autograder reads, :mod:`contract.key`);
 ``DIR/solutions/<student>/`` with ``--with-solutions``; for exams
 ``DIR/sheets/<student>.html`` (and ``.pdf``) and ``DIR/ta_keys/<student>.html``.
 
@@ -18,18 +19,18 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+import contract
+from contract import Checks, CodePart, FreeResponse, Key, Release, Student
+from contract import Question as KeyQuestion
 from generator import notebook, sheets
 from generator.assignment import Assignment
 from generator.checks import variant_problems
 from generator.html import markdown
-from generator.roster import Student
 from generator.variant import Variant, build
 
-KEY_SCHEMA_VERSION = 1
 OWNED = ("release", "keys", "solutions", "sheets", "ta_keys")
 
 
@@ -74,50 +75,68 @@ def params_units(assignment: Assignment) -> dict[str, dict[str, str]]:
     }
 
 
-def key_document(assignment: Assignment, student: Student, variants: list[Variant]) -> dict:
-    """The instructor's key of one student (plain JSON: the autograder never unpickles)."""
-    questions = []
-    for i, v in enumerate(variants):
-        scale = assignment.scale(i)
-        answers = []
-        for k in v.answers:
-            entry = k.to_json()
-            entry["points"] = k.points * scale
-            answers.append(entry)
-        questions.append(
-            {
-                "id": v.question_id,
-                "index": v.index,
-                "title": v.title,
-                "source": v.source,
-                "points": v.points * scale,
-                "seed": v.seed,
-                "params": v.params,
-                "shown": v.shown,
-                "answers": answers,
-                "solution": v.solution,
-                "solution_html": markdown(v.solution),
-                "free_response": [r | {"points": r["points"] * scale} for r in v.free_response],
-                "code": [
-                    {k: c[k] for k in ("id", "function", "checks")}
-                    | {"points": c["points"] * scale}
-                    for c in v.code
-                ],
-            }
-        )
+def released_checks(assignment: Assignment) -> dict[str, str]:
+    """Each code part's checks as release writes them to ``keys/``: file -> source."""
     return {
-        "schema_version": KEY_SCHEMA_VERSION,
-        "course": assignment.course.id,
-        "assignment": assignment.id,
-        "student": asdict(student),
-        "points": assignment.points,
-        "questions": questions,
+        contract.checks_file(q.id, c.checks): q.files[c.checks]
+        for q in assignment.questions
+        for c in q.spec.code
+        if c.checks is not None
     }
 
 
-def _write_json(path: Path, doc: Any) -> None:
-    # compact: json's C encoder is bypassed when indenting, and keys are read by programs
-    path.write_text(json.dumps(doc, sort_keys=True, ensure_ascii=False) + "\n", "utf-8")
+def checks_digests(assignment: Assignment) -> dict[str, str]:
+    """The SHA-256 of each released checks file, by its file under ``keys/``."""
+    return {file: contract.sha256(source) for file, source in released_checks(assignment).items()}
+
+
+def student_key(assignment: Assignment, student: Student, variants: list[Variant]) -> Key:
+    """The instructor's key of one student: what grading reads, and all it reads."""
+    digests = checks_digests(assignment)
+
+    def checks(v: Variant, part: dict) -> Checks | None:
+        if part["checks"] is None:
+            return None
+        file = contract.checks_file(v.question_id, part["checks"])
+        return Checks(file=file, sha256=digests[file])
+
+    questions = []
+    for i, v in enumerate(variants):
+        scale = assignment.scale(i)
+        questions.append(
+            KeyQuestion(
+                id=v.question_id,
+                index=v.index,
+                title=v.title,
+                source=v.source,
+                points=v.points * scale,
+                seed=v.seed,
+                params=v.params,
+                shown=v.shown,
+                answers=tuple(a.model_copy(update={"points": a.points * scale}) for a in v.answers),
+                solution=v.solution,
+                solution_html=markdown(v.solution),
+                free_response=tuple(
+                    FreeResponse(**(r | {"points": r["points"] * scale})) for r in v.free_response
+                ),
+                code=tuple(
+                    CodePart(
+                        id=c["id"],
+                        function=c["function"],
+                        points=c["points"] * scale,
+                        checks=checks(v, c),
+                    )
+                    for c in v.code
+                ),
+            )
+        )
+    return Key(
+        course=assignment.course.id,
+        assignment=assignment.id,
+        student=student,
+        points=assignment.points,
+        questions=tuple(questions),
+    )
 
 
 def release(
@@ -167,22 +186,25 @@ def _build(assignment, students, secret, root: Path, with_solutions, on_student,
     points = [q.points * assignment.scale(i) for i, q in enumerate(assignment.questions)]
     is_exam = spec.kind == "exam"
     browser = sheets.chromium() if is_exam else None
-    (root / "keys").mkdir()
-    _write_json(
-        root / "keys" / "assignment.json",
-        {
-            "schema_version": KEY_SCHEMA_VERSION,
-            "assignment": assignment.id,
-            "title": spec.title,
-            "kind": spec.kind,
-            "notebook": f"{spec.notebook}.ipynb",
-            "due": spec.due.isoformat() if spec.due else None,
-            "policy": asdict(assignment.policy),
-            "points": assignment.points,
-            "questions": [q.id for q in assignment.questions],
-            "students": [s.id for s in students],
-        },
+    keys = root / "keys"
+    keys.mkdir()
+    for file, source in released_checks(assignment).items():
+        (keys / file).parent.mkdir(parents=True, exist_ok=True)
+        (keys / file).write_text(source, encoding="utf-8")
+    info = Release(
+        course=course.id,
+        assignment=assignment.id,
+        title=spec.title,
+        kind=spec.kind,
+        notebook=f"{spec.notebook}.ipynb",
+        due=spec.due.isoformat() if spec.due else None,
+        policy=assignment.policy,
+        points=assignment.points,
+        questions=tuple(q.id for q in assignment.questions),
+        students=tuple(s.id for s in students),
+        checks=checks_digests(assignment),
     )
+    (keys / contract.RELEASE_FILE).write_text(info.to_json(), encoding="utf-8")
     seen: dict[str, Counter[str]] = {q.id: Counter() for q in assignment.questions}
     for student in students:
         variants = variants_for(assignment, student, secret)
@@ -212,9 +234,8 @@ def _build(assignment, students, secret, root: Path, with_solutions, on_student,
             target = root / folder / student.id / f"{spec.notebook}.ipynb"
             target.parent.mkdir(parents=True)
             target.write_text(notebook.dumps(nb) + "\n", encoding="utf-8")
-        _write_json(
-            root / "keys" / f"{student.id}.json", key_document(assignment, student, variants)
-        )
+        key = student_key(assignment, student, variants)
+        (keys / f"{student.id}.json").write_text(key.to_json(), encoding="utf-8")
         if is_exam:
             for folder, page in (
                 (

@@ -5,8 +5,9 @@ from __future__ import annotations
 import csv
 import io
 import re
-from dataclasses import dataclass
 from pathlib import Path
+
+from contract import Student
 
 REQUIRED = ("student_id", "name", "email")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
@@ -14,13 +15,6 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
 
 class RosterError(ValueError):
     """A roster that cannot be used; the message names the file, line and fix."""
-
-
-@dataclass(frozen=True)
-class Student:
-    id: str
-    name: str
-    email: str
 
 
 def read(path: Path) -> list[Student]:
@@ -58,7 +52,7 @@ def parse(text: str, where: str = "roster") -> list[Student]:
         if sid in seen:
             raise RosterError(f"{where}: line {line}: student_id {sid!r} repeats line {seen[sid]}")
         seen[sid] = line
-        students.append(Student(sid, row["name"], row["email"]))
+        students.append(Student(id=sid, name=row["name"], email=row["email"]))
     if not students:
         raise RosterError(f"{where}: no students (only a header)")
     return students

@@ -4,10 +4,11 @@
 page that works with no network: CSS, JavaScript and the math (MathML, rendered here at
 build time) are inside the file, and its Content-Security-Policy forbids the browser any
 request.  The page checks answers with the rules of the Python grader
-(``autograder/compare.py``), re-implemented in ``selftest_assets/checker.js`` and fed
-with what that grader would read from a key: values, tolerances, misconceptions, the
-unit factors of the course's pint registry, and each answer's formula over earlier
-answers compiled to JavaScript (:mod:`generator.selftest_ecf`) for error carried
+(``autograder/compare.py`` with the contract's tolerance and plausibility,
+:mod:`contract.answers`), re-implemented in ``selftest_assets/checker.js`` and fed with
+what that grader reads from a key: values, tolerances, misconceptions, the unit factors
+of the course's pint registry, the plausibility bound, and each answer's formula over
+earlier answers compiled to JavaScript (:mod:`generator.selftest_ecf`) for error carried
 forward.  The tests grade the same typed answers with both and require equal scores.
 
 What a student types is read by :func:`normalize` (the page's syntax: ``21 GB``,
@@ -34,13 +35,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from contract import PLAUSIBLE_FACTOR, Key, Student, unit_factor
+from contract import Question as KeyQuestion
 from costmodel.units import registry
 from generator.assignment import Assignment
 from generator.html import markdown
-from generator.release import key_document, variants_for
-from generator.roster import Student
+from generator.release import student_key, variants_for
 from generator.selftest_ecf import compile_carried
-from generator.variant import Variant, unit_factor, unit_suffix
+from generator.variant import Variant, unit_suffix
 
 ASSETS = Path(__file__).resolve().parent / "selftest_assets"
 PRACTICE_SECRET = b"scalegrade-public-practice-secret: self-tests only, never grading"
@@ -249,14 +251,14 @@ def for_seed(seed: int) -> Practice:
         raise SelfTestError(f"--seed {seed}: use a whole number >= 0")
     sid = f"practice-{seed}{SUFFIX}"
     return Practice(
-        PRACTICE_SECRET, Student(sid, f"Practice seed {seed}", ""), f"practice seed {seed}"
+        PRACTICE_SECRET, Student(id=sid, name=f"Practice seed {seed}"), f"practice seed {seed}"
     )
 
 
 def for_student(student_id: str, secret: bytes, name: str | None = None) -> Practice:
     """A student's own practice numbers, from the course secret (never their graded ones)."""
     sid = f"{student_id}{SUFFIX}"
-    return Practice(secret, Student(sid, name or student_id, ""), student_id)
+    return Practice(secret, Student(id=sid, name=name or student_id), student_id)
 
 
 # --- the page ------------------------------------------------------------------------
@@ -271,7 +273,7 @@ class SelfTest:
     answers: int  # parts checked on the page
     carried: int  # of which with error carried forward compiled to JavaScript
     untraceable: int  # sample points of carried formulas that could not be recorded
-    key: dict[str, Any]  # the key document the page was built from (what a grader reads)
+    key: Key  # the key the page was built from (what a grader reads)
 
 
 def _letters(n: int) -> list[str]:
@@ -299,43 +301,39 @@ def _obfuscate(data: dict[str, Any], key: bytes) -> str:
     return base64.b64encode(mixed).decode("ascii")
 
 
-def _question_data(q: dict[str, Any], v: Variant, labels: dict[str, str]) -> tuple[dict, int, int]:
-    keys = {a["id"]: a for a in q["answers"]}
+def _question_data(q: KeyQuestion, labels: dict[str, str]) -> tuple[dict, int, int]:
+    keys = {a.id: a for a in q.answers}
     answers = []
     carried = untraceable = 0
-    for a in q["answers"]:
+    for a in q.answers:
         ecf = None
-        if a["ask"] and a["depends_on"]:
-            compiled = compile_carried(a, q["params"], keys, seed=int(q["seed"][:8], 16))
+        if a.ask and a.depends_on:
+            compiled = compile_carried(a, q.params, keys, seed=int(q.seed[:8], 16))
             if compiled is not None:
                 ecf = {"inputs": list(compiled.inputs), "js": compiled.js}
                 carried += 1
                 untraceable += compiled.untraceable
         answers.append(
             {
-                "id": a["id"],
-                "variable": labels.get(a["id"], a["variable"]),
-                "ask": a["ask"],
-                "points": a["points"],
-                "value": a["value"],
-                "unit": a["unit"],
-                "si_unit": a["si_unit"],
-                "factor": unit_factor(a["unit"], a["si_unit"]),
-                "tolerance": a["tolerance"],
-                "misconceptions": [
-                    {k: m[k] for k in ("name", "value", "feedback", "credit")}
-                    for m in a["misconceptions"]
-                ],
-                "depends_on": list(a["depends_on"]),
+                "id": a.id,
+                "variable": labels.get(a.id, a.variable),
+                "ask": a.ask,
+                "points": a.points,
+                "value": a.value,
+                "unit": a.unit,
+                "si_unit": a.si_unit,
+                "factor": unit_factor(a.unit, a.si_unit),
+                "tolerance": a.tolerance.model_dump(),
+                "misconceptions": [m.model_dump() for m in a.misconceptions],
+                "depends_on": list(a.depends_on),
                 "ecf": ecf,
             }
         )
     data = {
         "answers": answers,
-        "solution_html": q["solution_html"],
+        "solution_html": q.solution_html,
         "rubrics": {
-            r["id"]: {"points": r["points"], "html": markdown(r["rubric"])}
-            for r in q["free_response"]
+            r.id: {"points": r.points, "html": markdown(r.rubric)} for r in q.free_response
         },
     }
     return data, carried, untraceable
@@ -349,15 +347,13 @@ def _part_labels(v: Variant) -> list[tuple[str, str, Any]]:
     return parts
 
 
-def _question_html(v: Variant, q: dict[str, Any]) -> str:
-    points = {a["id"]: a["points"] for a in q["answers"]}
-    points |= {r["id"]: r["points"] for r in q["free_response"]}
-    points |= {c["id"]: c["points"] for c in q["code"]}
+def _question_html(v: Variant, q: KeyQuestion) -> str:
+    points = {p.id: p.points for p in (*q.answers, *q.free_response, *q.code)}
     parts = _part_labels(v)
     labels = _labels(v)
     out = [
         f'<section class="question" id="q{v.index}" data-q="{v.index - 1}">'
-        f'<h2>Question {v.index} <span class="pts">({q["points"]:g} points)</span>. '
+        f'<h2>Question {v.index} <span class="pts">({q.points:g} points)</span>. '
         f"{html.escape(v.title)}</h2>",
         f'<div class="prompt">{markdown(v.prompt)}</div>',
     ]
@@ -406,26 +402,27 @@ def build(assignment: Assignment, practice: Practice) -> SelfTest:
         variants = variants_for(assignment, practice.student, practice.secret)
     except ValueError as err:
         raise SelfTestError(f"{assignment.id}: {err}") from None
-    key = key_document(assignment, practice.student, variants)
+    key = student_key(assignment, practice.student, variants)
     questions, carried, untraceable, n_answers = [], 0, 0, 0
     si_units = set()
-    for v, q in zip(variants, key["questions"], strict=True):
+    for v, q in zip(variants, key.questions, strict=True):
         labels = {
             pid: f"{v.index}{label}"
             for (_, pid, _), (label, _) in zip(_part_labels(v), _labels(v), strict=True)
         }
-        data, c, u = _question_data(q, v, labels)
+        data, c, u = _question_data(q, labels)
         questions.append(data)
         carried += c
         untraceable += u
-        n_answers += sum(1 for a in q["answers"] if a["ask"])
-        si_units |= {a["si_unit"] for a in q["answers"]}
-    seeds = "/".join(q["seed"] for q in key["questions"])
+        n_answers += sum(1 for a in q.answers if a.ask)
+        si_units |= {a.si_unit for a in q.answers}
+    seeds = "/".join(q.seed for q in key.questions)
     ident = hashlib.sha256(f"{assignment.id}|{practice.label}|{seeds}".encode()).digest()
     secret_data = {
         "policy": {
             "ecf": bool(assignment.policy.ecf),
             "ecf_credit": float(assignment.policy.ecf_credit),
+            "plausible_factor": PLAUSIBLE_FACTOR,  # contract.plausible's bound
         },
         "questions": questions,
     }
@@ -434,7 +431,7 @@ def build(assignment: Assignment, practice: Practice) -> SelfTest:
         "label": practice.label,
         "minutes": assignment.spec.duration_minutes or DEFAULT_MINUTES,
         "storage": f"scalegrade-selftest:{assignment.id}:{ident[:8].hex()}",
-        "points": key["points"],
+        "points": key.points,
         "units": page_units(si_units),
     }
     page = _page(
@@ -476,7 +473,7 @@ def _page(assignment, practice, variants, key, public, blob, xor_key) -> str:
     spec, course = assignment.spec, assignment.course
     minutes = public["minutes"]
     title = f"{spec.title} — practice"
-    body = "".join(_question_html(v, q) for v, q in zip(variants, key["questions"], strict=True))
+    body = "".join(_question_html(v, q) for v, q in zip(variants, key.questions, strict=True))
     timer_note = (
         f"of {minutes} min, as in the exam"
         if spec.duration_minutes
@@ -490,7 +487,7 @@ def _page(assignment, practice, variants, key, public, blob, xor_key) -> str:
         '<link rel="icon" href="data:,">'
         f"<title>{html.escape(title)}</title><style>{_asset('style.css')}</style></head><body>"
         f'<header><h1>{html.escape(spec.title)}</h1><p class="meta">{html.escape(course.title)}'
-        f" · {html.escape(assignment.id)} · {minutes} minutes · {key['points']:g} points · "
+        f" · {html.escape(assignment.id)} · {minutes} minutes · {key.points:g} points · "
         f"variant: {html.escape(practice.label)}</p>"
         '<p class="print-only">Name: ______________________ &nbsp; ID: ____________</p>'
         '<p class="intro screen-only">A practice exam with your own numbers. Calculator and '

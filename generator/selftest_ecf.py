@@ -1,7 +1,7 @@
 """Error carried forward, offline: an answer's formula over earlier answers, as JavaScript.
 
-The Python grader (``autograder.compare.carried_value``) gives carried credit when a
-part equals its formula applied to the student's own earlier answers.  A self-test
+The Python grader gives carried credit when a part equals its formula applied to the
+student's own earlier answers (:func:`contract.evaluate`).  A self-test
 page has no Python, so the page carries, per answer, the same computation compiled to
 JavaScript at build time.
 
@@ -11,7 +11,7 @@ answers.  Every arithmetic step on a tracer is recorded; every comparison a bran
 depends on (``if alpha == 1``, ``min``, a domain check of a formula argument) is
 recorded as a guard with the way it went.  Tracing at a few hundred points spread over
 the range where carried credit is possible at all (within 100x of the key, same sign:
-``autograder.compare.plausible``) collects the paths through the code into a decision
+:func:`contract.plausible`) collects the paths through the code into a decision
 tree: guards in the order Python evaluated them, and at each leaf the
 recorded expression (or "raises", where Python raises and so gives no carried credit).
 The JavaScript walks the same tree: on a path Python took, it computes what Python
@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import costmodel
+from contract import PLAUSIBLE_FACTOR, Answer, evaluate, plausible
 from costmodel import _numeric, expression
 from costmodel.arguments import Domain
 
-PLAUSIBLE_FACTOR = 100.0  # the same bound as autograder.compare.ECF_PLAUSIBLE_FACTOR
 # A path with more branches than this (a search loop near a singular point, such as the
 # optimal draft length as the acceptance rate nears 1) is not recorded: the page then
 # gives no carried credit there.
@@ -429,22 +429,6 @@ _MISSING = object()
 # --- one answer's carried value, traced ---------------------------------------------
 
 
-def _carried(answer: dict[str, Any], params: dict[str, Any], own: dict[str, Any]) -> Any:
-    """``autograder.compare.carried_value`` on the key document's answer, minus float()."""
-    scope = {**params, **own}
-    if answer["expr"] is not None:
-        return expression.evaluate(answer["expr"], scope)
-    domains = costmodel.formula(answer["formula"]).domains
-    args = {
-        k: expression.evaluate(v, scope)
-        if isinstance(v, str) and domains[k].kind != "choice"
-        else v
-        for k, v in answer["args"].items()
-    }
-    result = costmodel.evaluate(answer["formula"], **args)
-    return result[answer["output"]] if answer["output"] is not None else result
-
-
 Leaf = tuple[str, str | None]  # ("value", js) | ("raises", js of the failing step or None)
 
 
@@ -512,19 +496,19 @@ class Compiled:
     too_long: int  # sample points beyond the branch budget (by design)
 
 
-def trace_once(answer: dict[str, Any], params: dict[str, Any], own: dict[str, float]):
+def trace_once(answer: Answer, params: dict[str, Any], own: dict[str, float]):
     """(guards, leaf) of one sample point; raises TraceError if it cannot be recorded."""
     with _tracing():
         return _trace(answer, params, own)
 
 
-def _trace(answer: dict[str, Any], params: dict[str, Any], own: dict[str, float]):
+def _trace(answer: Answer, params: dict[str, Any], own: dict[str, float]):
     global _RECORDER
     rec = _RECORDER = _Recorder()
     inputs = sorted(own)
     tracers = {d: Tracer(own[d], Node(f"v[{i}]")) for i, d in enumerate(inputs)}
     try:
-        result = _carried(answer, params, tracers)
+        result = evaluate(answer, {**params, **tracers})[0]  # the grader's, minus float()
     except (ValueError, ArithmeticError):  # costmodel.ArgumentError is a ValueError
         return list(rec.guards), ("raises", rec.failed)
     if isinstance(result, Tracer):
@@ -538,13 +522,8 @@ def _trace(answer: dict[str, Any], params: dict[str, Any], own: dict[str, float]
 
 
 def _plausible(point: dict[str, float], keys: dict[str, float]) -> bool:
-    """Where carried credit is possible at all: same sign as the key, within 100x, not 0."""
-    return all(
-        x != 0
-        and (x > 0) == (keys[o] > 0)
-        and 1 / PLAUSIBLE_FACTOR <= x / keys[o] <= PLAUSIBLE_FACTOR
-        for o, x in point.items()
-    )
+    """Where carried credit is possible at all: every input plausible for its key."""
+    return all(plausible(x, keys[o]) for o, x in point.items())
 
 
 def _near_whole(x: float) -> list[float]:
@@ -573,15 +552,15 @@ _RATIOS = (
 
 
 def compile_carried(
-    answer: dict[str, Any],
+    answer: Answer,
     params: dict[str, Any],
-    keys: dict[str, dict[str, Any]],
+    keys: dict[str, Answer],
     *,
     seed: int = 0,
     grid: int = 25,
     joint: int = 80,
 ) -> Compiled | None:
-    """The carried value of ``answer`` (a key document's answer) as JavaScript.
+    """The carried value of ``answer`` (an answer of a key) as JavaScript.
 
     ``keys`` are the question's answers by id.  The inputs are the answers it depends
     on; an input the student is not asked for is fixed at its key (the grader treats it
@@ -595,11 +574,11 @@ def compile_carried(
     inputs move at once.  Bisection stops within a budget (:data:`MAX_PATHS`,
     :data:`MAX_BISECTIONS`): a search loop can branch without end near a singular point.
     """
-    deps = list(answer["depends_on"])
+    deps = list(answer.depends_on)
     if not deps:
         return None
-    asked = {d: float(keys[d]["value"]) for d in deps if keys[d]["ask"]}
-    fixed = {d: float(keys[d]["value"]) for d in deps if not keys[d]["ask"]}
+    asked = {d: keys[d].value for d in deps if keys[d].ask}
+    fixed = {d: keys[d].value for d in deps if not keys[d].ask}
     scope = {**params, **fixed}
     tree = _Tree()
     seen: set[tuple] = set()
@@ -662,7 +641,7 @@ def compile_carried(
                     if sigs[i] != sigs[i + 1]:
                         split(0, d, values[i], values[i + 1], sigs[i], sigs[i + 1])
                 extra = [key * r for r in _RATIOS]
-                extra += [float(m["value"]) for m in keys[d]["misconceptions"]]
+                extra += [m.value for m in keys[d].misconceptions]
                 for x in [*values, *extra]:
                     for y in _near_whole(x):
                         run({**base, d: y})

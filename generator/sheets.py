@@ -81,7 +81,7 @@ def ta_key(
     for v, pts in zip(variants, points, strict=True):
         rows = "".join(
             f"<tr><td>{html.escape(k.prompt)}</td><td><b>{html.escape(show_answer(k))}</b></td>"
-            f"<td>{html.escape(_tolerance(k.tolerance))}</td><td>{k.points:g}</td></tr>"
+            f"<td>{html.escape(str(k.tolerance))}</td><td>{k.points:g}</td></tr>"
             for k in v.answers
             if k.ask
         )
@@ -96,14 +96,6 @@ def ta_key(
             f'{rows}</table>{rubric}<div class="key">{markdown(v.solution)}</div></section>'
         )
     return _page(f"TA key {title} — {student.id}", "".join(parts))
-
-
-def _tolerance(t: dict[str, float]) -> str:
-    if "rel" in t:
-        return f"±{100 * t['rel']:g} %"
-    if "abs" in t:
-        return f"±{t['abs']:g}"
-    return f"{t['sig']:g} significant figures"
 
 
 def chromium() -> str | None:

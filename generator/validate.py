@@ -6,8 +6,9 @@ import json
 import statistics
 from dataclasses import dataclass, field
 
+from contract import within
 from generator.assignment import Assignment
-from generator.checks import indistinguishable, symbolic_checked, variant_problems
+from generator.checks import symbolic_checked, variant_problems
 from generator.variant import VariantError, build
 
 VALIDATION_SECRET = b"scalegrade-validate-synthetic-roster"
@@ -65,8 +66,9 @@ def validate(assignment: Assignment, n_students: int) -> list[QuestionReport]:
                 stats = report.answers.setdefault(k.id, AnswerStats(k.id, k.unit))
                 stats.values.append(k.display_value)
                 stats.symbolic += symbolic_checked(k)
+                # within the key's own tolerance: a student with it is graded correct
                 report.misconceptions_hidden += sum(
-                    indistinguishable(k, m.value) for m in k.misconceptions
+                    within(m.value, k.value, k) for m in k.misconceptions
                 )
         report.distinct = len(fingerprints)
         reports.append(report)

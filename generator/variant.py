@@ -14,14 +14,16 @@ import hmac
 import math
 import random
 import re
-from dataclasses import dataclass, field, fields
-from functools import cache
+from dataclasses import dataclass, field
 from typing import Any
 
+import contract
 import costmodel
+from contract import Answer as KeyAnswer
+from contract import Misconception, Tolerance, unit_factor
 from costmodel import expression
 from costmodel.hardware import gpu as lookup_gpu
-from costmodel.units import human, sig, to_si
+from costmodel.units import human, sig
 from costmodel.units import sci as sci_text
 from generator.misconceptions import LIBRARY
 from generator.question import GPU_ATTRIBUTES, Answer, Param, Question, template
@@ -37,49 +39,6 @@ def seed_for(secret: bytes, course: str, assignment: str, qid: str, student: str
     """HMAC-SHA256(secret, course/assignment/question/student)."""
     message = f"{course}/{assignment}/{qid}/{student}".encode()
     return hmac.new(secret, message, hashlib.sha256).digest()
-
-
-@dataclass(frozen=True)
-class KeyMisconception:
-    name: str
-    value: float  # SI
-    feedback: str
-    credit: float
-
-
-@dataclass(frozen=True)
-class KeyAnswer:
-    """One answer of one student's key (SI ``value``; ``unit`` is what the student writes)."""
-
-    id: str
-    variable: str
-    prompt: str
-    points: float
-    ask: bool
-    value: float
-    si_unit: str
-    unit: str
-    tolerance: dict[str, float]
-    sign: str
-    formula: str | None
-    output: int | None
-    expr: str | None
-    args: dict[str, Any]  # the graph: argument -> expression over params and answers
-    resolved_args: dict[str, Any]  # the same arguments as numbers, for the worked solution
-    depends_on: tuple[str, ...]
-    misconceptions: tuple[KeyMisconception, ...]
-    plausible: tuple[float, float] | None
-
-    @property
-    def display_value(self) -> float:
-        return self.value / unit_factor(self.unit, self.si_unit)
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain data for the key file (``dataclasses.asdict`` deep-copies; this does not)."""
-        doc = {f.name: getattr(self, f.name) for f in fields(self)}
-        doc["misconceptions"] = [vars(m) for m in self.misconceptions]
-        doc["display_value"] = self.display_value
-        return doc
 
 
 @dataclass(frozen=True)
@@ -102,12 +61,6 @@ class Variant:
     def points(self) -> float:
         parts = (*self.free_response, *self.code)
         return sum(a.points for a in self.answers if a.ask) + sum(p["points"] for p in parts)
-
-
-@cache
-def unit_factor(unit: str, si_unit: str) -> float:
-    """SI value of one ``unit`` (1 for the SI unit itself): GB -> 1e9 bytes."""
-    return to_si(f"1 {unit}", si_unit) if unit else 1.0
 
 
 # --- sampling ------------------------------------------------------------------------
@@ -151,31 +104,9 @@ def _pick_gpu(name: str, p: Param, gpu_name: str, values: dict[str, Any]) -> Non
     values.update({f"{name}_{a}": v for a, v in zip(GPU_ATTRIBUTES, attrs, strict=True)})
 
 
-def _resolve_args(a: Answer, scope: dict[str, Any]) -> dict[str, Any]:
-    f = costmodel.formula(a.formula)
-    return {
-        k: expression.evaluate(v, scope)
-        if isinstance(v, str) and f.domains[k].kind != "choice"
-        else v
-        for k, v in a.args.items()
-    }
-
-
 def answer_value(a: Answer, scope: dict[str, Any], overrides: dict[str, Any] | None = None):
-    """The SI value of answer ``a`` given parameter and answer values in ``scope``.
-
-    ``overrides`` replaces some formula arguments (a misconception's ``args``).
-    """
-    if a.expr is not None:
-        return float(expression.evaluate(a.expr, scope)), {}
-    args = _resolve_args(a, scope)
-    domains = costmodel.formula(a.formula).domains
-    for k, v in (overrides or {}).items():
-        is_expr = isinstance(v, str) and domains[k].kind != "choice"
-        args[k] = expression.evaluate(v, scope) if is_expr else v
-    result = costmodel.evaluate(a.formula, **args)
-    if a.output is not None:
-        result = result[a.output]
+    """The SI value of answer ``a`` over ``scope``, and its resolved formula arguments."""
+    result, args = contract.evaluate(a, scope, overrides)
     return float(result), args
 
 
@@ -253,7 +184,7 @@ def notes_example_problems(q: Question) -> list[str]:
 # --- the key ---------------------------------------------------------------------------
 
 
-def _misconceptions(a: Answer, key: float, scope: dict[str, Any]) -> tuple[KeyMisconception, ...]:
+def _misconceptions(a: Answer, key: float, scope: dict[str, Any]) -> tuple[Misconception, ...]:
     out = []
     for m in a.misconceptions:
         if m.use is not None:
@@ -265,7 +196,9 @@ def _misconceptions(a: Answer, key: float, scope: dict[str, Any]) -> tuple[KeyMi
         else:
             value = float(expression.evaluate(m.value, scope))
         feedback = m.feedback or LIBRARY[m.use].feedback
-        out.append(KeyMisconception(m.name or m.use, value, feedback, m.credit))
+        out.append(
+            Misconception(name=m.name or m.use, value=value, feedback=feedback, credit=m.credit)
+        )
     return tuple(out)
 
 
@@ -275,7 +208,7 @@ def _key_answer(
     a: Answer,
     scope: dict[str, Any],
     prompt_context: dict[str, Any],
-    defaults: dict[str, float],
+    default_tolerance: Tolerance,
 ) -> KeyAnswer:
     value, resolved = answer_value(a, scope)
     f = costmodel.formula(a.formula) if a.formula else None
@@ -285,7 +218,6 @@ def _key_answer(
         if isinstance(src, str) and f.domains[arg].kind != "choice":
             depends |= expression.names(src)
     answer_ids = {x.id for x in q.spec.answers}
-    tol = a.tolerance.model_dump(exclude_none=True) if a.tolerance else dict(defaults)
     return KeyAnswer(
         id=a.id,
         variable=f"q{index}_{a.id}",
@@ -295,7 +227,7 @@ def _key_answer(
         value=value,
         si_unit=f.unit if f else (a.si_unit or ""),
         unit=a.unit,
-        tolerance=tol,
+        tolerance=a.tolerance or default_tolerance,
         sign=a.sign,
         formula=a.formula,
         output=a.output,
@@ -413,7 +345,7 @@ def build(
     assignment: str,
     student: str,
     index: int,
-    default_tolerance: dict[str, float],
+    default_tolerance: Tolerance,
 ) -> Variant:
     """The variant of question ``q`` for ``student``: same inputs, same variant."""
     digest = seed_for(secret, course, assignment, q.id, student)
@@ -451,8 +383,8 @@ def build(
                 "prompt": template(c.prompt).render(**ctx).strip(),
                 "points": c.points,
                 "function": c.function,
-                "starter": q.files[c.starter],
-                "solution": q.files[c.solution],
+                "starter": q.code[c.id].starter,
+                "solution": q.code[c.id].solution,
                 "checks": c.checks,
             }
             for c in q.spec.code

@@ -21,6 +21,25 @@ def fail(message: str) -> None:
     sys.exit(2)
 
 
+bank_option = click.option(
+    "--bank",
+    "bank_dir",
+    envvar="SCALEGRADE_BANK",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="The question bank: a folder with courses.yaml, templates/ and assignments/ "
+    "[default: $SCALEGRADE_BANK, else ScaleGrade's own].",
+)
+
+
+def _bank(bank_dir: Path | None):
+    from generator.bank import BankError, load
+
+    try:
+        return load(bank_dir)
+    except BankError as err:
+        fail(str(err))
+
+
 keys_option = click.option(
     "--keys",
     "keys_dir",
@@ -164,11 +183,11 @@ def calc(
     console.print(f"  [dim]{formula.summary} — {formula.cite}[/]", highlight=False)
 
 
-def _load_assignment(aid: str):
-    from generator.assignment import AssignmentError, load
+def _load_assignment(aid: str, bank_dir: Path | None):
+    from generator.assignment import AssignmentError
 
     try:
-        return load(aid)
+        return _bank(bank_dir).assignment(aid)
     except AssignmentError as err:
         fail(str(err))
 
@@ -227,6 +246,7 @@ def _release(
 
 @main.command()
 @click.argument("assignment")
+@bank_option
 @click.option(
     "--roster",
     "roster_path",
@@ -249,6 +269,7 @@ def _release(
 )
 def generate(
     assignment: str,
+    bank_dir: Path | None,
     roster_path: Path,
     out: Path,
     with_solutions: bool,
@@ -257,26 +278,28 @@ def generate(
     otter: bool,
 ) -> None:
     """Release ASSIGNMENT (e.g. tdlsm/hw1): one variant per student, keys, sheets."""
-    from course_config import SecretError, load_secret
     from generator.roster import RosterError, read
+    from generator.secret import SecretError, load_secret
 
     try:
         secret = load_secret(secret_file)
         students = read(roster_path)
     except (SecretError, RosterError) as err:
         fail(str(err))
-    _release(_load_assignment(assignment), students, secret, out, with_solutions, force, otter)
+    a = _load_assignment(assignment, bank_dir)
+    _release(a, students, secret, out, with_solutions, force, otter)
 
 
 @main.command()
 @click.argument("assignment")
+@bank_option
 @click.option("--students", default=1000, show_default=True, help="Synthetic students to draw.")
-def validate(assignment: str, students: int) -> None:
+def validate(assignment: str, bank_dir: Path | None, students: int) -> None:
     """Draw N students' variants of ASSIGNMENT and check every one; exit 1 on any failure."""
     from generator.validate import validate as run_validation
     from generator.variant import show_value
 
-    a = _load_assignment(assignment)
+    a = _load_assignment(assignment, bank_dir)
     start = time.perf_counter()
     reports = run_validation(a, students)
     table = Table(title=f"{assignment}: {students} students in {time.perf_counter() - start:.1f} s")
@@ -323,21 +346,26 @@ def validate(assignment: str, students: int) -> None:
 
 
 @main.command()
+@bank_option
 @click.option("--coverage", "show_coverage", is_flag=True, help="Notes' items against questions.")
-def bank(show_coverage: bool) -> None:
+def bank(bank_dir: Path | None, show_coverage: bool) -> None:
     """List the question bank, or (--coverage) every exercise and written-exam question of
-    both notes with the questions covering it; --coverage exits 1 on an item left uncovered
-    without a reason in templates/coverage.yaml."""
-    from generator.bank import BankError, coverage
-    from generator.question import QuestionError, discover, load
+    its courses' notes with the questions covering it; --coverage exits 1 on an item left
+    uncovered without a reason in templates/coverage.yaml.  With $SCALEGRADE_NOTES set to the
+    folder of the notes themselves, --coverage also checks the bank's index against them."""
+    from generator.assignment import AssignmentError
+    from generator.bank import BankError
+    from generator.coverage import coverage
+    from generator.question import QuestionError
 
+    the_bank = _bank(bank_dir)
     try:
-        questions = [load(folder) for folder in discover()]
-        cov = coverage(questions) if show_coverage else None
-    except (BankError, QuestionError) as err:
+        questions = the_bank.all_questions()
+        cov = coverage(the_bank, questions) if show_coverage else None
+    except (BankError, QuestionError, AssignmentError) as err:
         fail(str(err))
     if cov is None:
-        table = Table(title=f"Question bank: {len(questions)} questions")
+        table = Table(title=f"Question bank {the_bank.root}: {len(questions)} questions")
         for col in ("question", "notes", "source", "numeric", "free", "code", "points"):
             table.add_column(col, justify="right" if col in ("numeric", "free", "code") else "left")
         for q in questions:
@@ -355,12 +383,13 @@ def bank(show_coverage: bool) -> None:
         return
     covered = sum(bool(r.questions) for r in cov.rows)
     table = Table(title=f"Coverage of the notes: {covered}/{len(cov.rows)} items have questions")
-    for col in ("notes", "item", "title", "questions", "assignments", "notes' numbers"):
+    for col in ("notes", "item", "section", "title", "questions", "assignments", "notes' numbers"):
         table.add_column(col)
     for r in cov.rows:
         table.add_row(
             r.item.notes,
             r.item.label + (f" ({r.item.points} pts)" if r.item.points else ""),
+            r.item.section,
             r.item.title,
             "\n".join(r.questions)
             or (f"[yellow]none[/]: {r.reason}" if r.reason else "[red]NONE[/]"),
@@ -368,8 +397,10 @@ def bank(show_coverage: bool) -> None:
             "reproduced" if r.reproduced else "",
         )
     console.print(table)
+    for path in cov.checked_against:
+        console.print(f"index checked against {path}", highlight=False)
     problems = [f"{r.item.key}: no question and no reason" for r in cov.rows if not r.ok]
-    for p in problems + cov.unknown + cov.stale_reasons:
+    for p in problems + cov.unknown + cov.stale_reasons + cov.index_problems:
         console.print(f"[red]FAIL[/] {p}", highlight=False)
     sys.exit(0 if cov.ok else 1)
 
@@ -481,9 +512,9 @@ def grade(
 
 
 def _grade_nbgrader(course: Path, name: str, **opts: Any) -> None:
-    from autograder.key import KeyFileError
     from autograder.nbgrader_gradebook import CourseLayout, grade_course
     from autograder.sandbox import Limits, Sandbox
+    from contract import KeyFileError
 
     lay = CourseLayout(course.resolve(), name)
     sandbox = Sandbox(
@@ -540,13 +571,15 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
     from rich.progress import Progress
 
     from autograder.batch import grade_batch
-    from autograder.key import KeyFileError, load_info
+    from autograder.keys import Keys
     from autograder.sandbox import Limits, Sandbox
+    from contract import KeyFileError
 
     try:
-        info = load_info(keys_dir)
+        keys = Keys(keys_dir)
     except KeyFileError as err:
         fail(str(err))
+    info = keys.release
     if info.assignment != assignment:
         fail(f"{keys_dir} holds the keys of {info.assignment}, not {assignment}")
     hide = [keys_dir.resolve(), out.resolve(), submissions.resolve()]
@@ -566,7 +599,7 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
     ):
         task = bar.add_task(f"grading {assignment}", total=None)
         summary = grade_batch(
-            keys_dir,
+            keys,
             submissions,
             out,
             sandbox=sandbox,
@@ -600,20 +633,22 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
 
 
 @main.command()
+@bank_option
 @click.option("--out", default="out/demo", show_default=True, type=click.Path(path_type=Path))
-def demo(out: Path) -> None:
+def demo(bank_dir: Path | None, out: Path) -> None:
     """The whole flow on the embedded sample course: release, submissions, grading, report."""
     import shutil
 
-    from course_config import DEMO_SECRET
     from generator.roster import read
+    from generator.secret import DEMO_SECRET
     from scalegrade.demo import simulate
 
     roster = Path(__file__).resolve().parent / "sample" / "roster.csv"
     if out.exists():
         shutil.rmtree(out)
     console.rule("1. release tdlsm/hw1 to the 30 students of the sample course")
-    _release(_load_assignment("tdlsm/hw1"), read(roster), DEMO_SECRET, out / "hw1", True, True)
+    hw1 = _load_assignment("tdlsm/hw1", bank_dir)
+    _release(hw1, read(roster), DEMO_SECRET, out / "hw1", True, True)
     console.rule("2. simulated submissions: honest work, classic mistakes, a cheat")
     played = simulate(out / "hw1" / "release", out / "hw1" / "keys", out / "submissions")
     for student, scenario in played.items():
@@ -639,6 +674,7 @@ def demo(out: Path) -> None:
 
 @main.command()
 @click.argument("assignment")
+@bank_option
 @click.option(
     "--student",
     "student_id",
@@ -656,7 +692,12 @@ def demo(out: Path) -> None:
 )
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="HTML file to write.")
 def selftest(
-    assignment: str, student_id: str | None, seed: int | None, secret_file: Path | None, out: Path
+    assignment: str,
+    bank_dir: Path | None,
+    student_id: str | None,
+    seed: int | None,
+    secret_file: Path | None,
+    out: Path,
 ) -> None:
     """Write an offline practice exam of ASSIGNMENT: one HTML file with instant checking.
 
@@ -666,8 +707,8 @@ def selftest(
     """
     import secrets as random_source
 
-    from course_config import SecretError, load_secret
     from generator import selftest as pages
+    from generator.secret import SecretError, load_secret
 
     if student_id is not None and seed is not None:
         fail("give --student ID or --seed N, not both")
@@ -687,7 +728,7 @@ def selftest(
         practice = pages.for_seed(seed)
     start = time.perf_counter()
     try:
-        page = pages.build(_load_assignment(assignment), practice)
+        page = pages.build(_load_assignment(assignment, bank_dir), practice)
         path = pages.write(page, out)
     except pages.SelfTestError as err:
         fail(str(err))
@@ -730,10 +771,10 @@ def export_gradescope(
 ) -> None:
     """A Gradescope autograder zip (setup.sh, run_autograder) grading ASSIGNMENT's notebooks."""
     from autograder import gradescope
-    from autograder.key import KeyFileError, load_info
+    from contract import KeyFileError, read_release
 
     try:
-        info = load_info(keys_dir)
+        info = read_release(keys_dir)
         if info.assignment != assignment:
             fail(f"{keys_dir} holds the keys of {info.assignment}, not {assignment}")
         package = gradescope.build(
@@ -756,13 +797,13 @@ def _lms_export(lms_name: str, assignment: str, opts: dict[str, Any]) -> None:
 
     from autograder import lms
     from autograder.gradebook import Gradebook
-    from autograder.key import KeyFileError, load_all, load_info
+    from contract import KeyFileError, read_keys, read_release
 
     try:
-        info = load_info(opts["keys_dir"])
+        info = read_release(opts["keys_dir"])
         roster = {
-            sid: {"name": k.student_name, "email": k.student_email}
-            for sid, k in load_all(opts["keys_dir"]).items()
+            sid: {"name": k.student.name, "email": k.student.email}
+            for sid, k in read_keys(opts["keys_dir"]).items()
         }
         existing = lms.read(opts["lms_export"]) if opts["lms_export"] else None
     except (KeyFileError, lms.LmsError) as err:

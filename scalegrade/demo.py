@@ -9,15 +9,16 @@ that knows both sides (it reads keys to make realistic mistakes); the grader doe
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
 
+from contract import Answer, Key, read_key
+
 # A scenario edits the solutions notebook in place, given the student's key and the
 # notebook they were released.
-Scenario = Callable[[nbformat.NotebookNode, dict, nbformat.NotebookNode], None]
+Scenario = Callable[[nbformat.NotebookNode, Key, nbformat.NotebookNode], None]
 
 
 def _answer_cell(nb: nbformat.NotebookNode, variable: str):
@@ -31,35 +32,35 @@ def _set(nb: nbformat.NotebookNode, variable: str, value: object) -> None:
     _answer_cell(nb, variable).source = f"{variable} = {value!r}"
 
 
-def _answer(key: dict, qid: str, aid: str) -> dict:
-    question = next(q for q in key["questions"] if q["id"] == qid)
-    return next(a for a in question["answers"] if a["id"] == aid)
+def _answer(key: Key, qid: str, aid: str) -> Answer:
+    question = next(q for q in key.questions if q.id == qid)
+    return next(a for a in question.answers if a.id == aid)
 
 
 def honest(nb, key, released) -> None:
     """A correct submission, with one answer written as a string with its unit."""
     a = _answer(key, "budgets/model-budget", "states_gb")
-    _set(nb, a["variable"], f"{a['value'] / 2**30:.4g} GiB")
+    _set(nb, a.variable, f"{a.value / 2**30:.4g} GiB")
 
 
 def gib_for_gb(nb, key, released) -> None:
     """Model states computed in GiB but written where GB are asked."""
     a = _answer(key, "budgets/model-budget", "states_gb")
-    _set(nb, a["variable"], round(a["value"] / 2**30, 2))
+    _set(nb, a.variable, round(a.value / 2**30, 2))
 
 
 def forward_only(nb, key, released) -> None:
     """Training FLOPs as 2ND instead of 6ND, and the later parts carried from it."""
     flops = _answer(key, "budgets/accelerators-needed", "train_flops")
-    _set(nb, flops["variable"], flops["value"] / 3)
+    _set(nb, flops.variable, flops.value / 3)
     days = _answer(key, "budgets/accelerators-needed", "accel_days")
-    _set(nb, days["variable"], days["value"] / 3)
+    _set(nb, days.variable, days.value / 3)
 
 
 def p_not_p_minus_1(nb, key, released) -> None:
     """Ring steps 2p instead of 2(p − 1)."""
     steps = _answer(key, "collectives/ring-vs-server", "ring_steps")
-    _set(nb, steps["variable"], int(steps["value"]) + 2)
+    _set(nb, steps.variable, int(steps.value) + 2)
 
 
 def sum_ring(nb, key, released) -> None:
@@ -128,7 +129,7 @@ def simulate(release_dir: Path, keys_dir: Path, out: Path) -> dict[str, str]:
         solutions = release_dir.parent / "solutions" / student
         notebook = next(solutions.glob("*.ipynb"))
         nb = nbformat.read(notebook, as_version=4)
-        key = json.loads((keys_dir / f"{student}.json").read_text(encoding="utf-8"))
+        key = read_key(keys_dir / f"{student}.json")
         released = nbformat.read(release_dir / student / notebook.name, as_version=4)
         scenario(nb, key, released)
         target = out / student / notebook.name

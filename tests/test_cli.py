@@ -1,7 +1,13 @@
-"""The `scalegrade` command's edges: calc, --list, --gpu, bad input, verify."""
+"""The `scalegrade` command's edges: calc, --list, --gpu, bad input, verify; what the
+commands that run no code check leave out (torch)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
+import pytest
 from click.testing import CliRunner
 
 from scalegrade.cli import main
@@ -98,7 +104,7 @@ def test_generate_refuses_without_a_usable_secret(tmp_path, monkeypatch):
     monkeypatch.delenv("SCALEGRADE_SECRET", raising=False)
     result = run("generate", "tdlsm/hw1", "--roster", str(roster), "--out", str(out))
     assert result.exit_code == 2 and "no course secret: set $SCALEGRADE_SECRET" in result.output
-    from course_config import DEMO_SECRET
+    from generator.secret import DEMO_SECRET
 
     monkeypatch.setenv("SCALEGRADE_SECRET", DEMO_SECRET.decode())
     result = run("generate", "tdlsm/hw1", "--roster", str(roster), "--out", str(out))
@@ -161,13 +167,49 @@ def test_bank_lists_questions_and_the_coverage_of_both_notes():
     assert "budgets/model-budget" in result.output and "Exercise 1" in result.output
     result = run("bank", "--coverage")
     assert result.exit_code == 0, result.output
-    assert "Laying out a 175B model" in result.output  # 000 Exercise 13, read from the notes
+    assert "A 3-D layout for 175B" in result.output  # 000 Exercise 13, from notes/000.yaml
     assert "written exam Q2 (6 pts)" in result.output
-    assert "FAIL" not in result.output
+    assert "FAIL" not in result.output and "checked against" not in result.output
 
 
-def test_bank_coverage_without_the_notes_is_one_clear_line(monkeypatch, tmp_path):
-    monkeypatch.setenv("SCALEGRADE_NOTES", str(tmp_path))
+def test_bank_coverage_with_unreadable_notes_is_one_clear_line(monkeypatch, tmp_path):
+    monkeypatch.setenv("SCALEGRADE_NOTES", str(tmp_path))  # a folder without the notes
     result = run("bank", "--coverage")
     assert result.exit_code == 2
-    assert "cannot read the notes of tdlsm" in result.output
+    assert "cannot read the notes" in result.output and "$SCALEGRADE_NOTES" in result.output
+
+
+_NO_TORCH = """
+import sys
+from scalegrade.cli import main
+sys.argv = ["scalegrade", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as end:
+    status = end.code
+heavy = sorted(m for m in ("torch", "autograder.sandbox", "nbclient") if m in sys.modules)
+print("IMPORTED", heavy)
+sys.exit(status)
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["calc", "transformer.param_count", "n_layers=24", "d_model=2048", "vocab=50000"],
+        ["verify", "--points", "2"],
+        ["validate", "tdlsm/hw1", "--students", "3"],
+        ["generate", "tdlsm/hw1", "--roster", "{roster}", "--out", "{out}", "--with-solutions"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_commands_that_run_no_code_check_never_import_torch(args, tmp_path):
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,name,email\nana,Ana,ana@x.edu\n")
+    argv = [a.format(roster=roster, out=tmp_path / "out") for a in args]
+    env = {**os.environ, "SCALEGRADE_SECRET": "s" * 32}
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_TORCH, *argv], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "IMPORTED []" in done.stdout

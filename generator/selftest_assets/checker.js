@@ -1,4 +1,5 @@
-/* ScaleGrade self-test checker: the rules of autograder/compare.py, in the browser.
+/* ScaleGrade self-test checker: the rules of autograder/compare.py and contract/answers.py,
+ * in the browser.
  *
  * Pure functions, no DOM: window.ScaleGradeChecker.gradeQuestion(question, texts, policy,
  * units) grades one question's typed answers exactly as the Python grader grades the same
@@ -8,7 +9,8 @@
  *     pint registry (costmodel/units.py), embedded at build time;
  *   - tolerance (rel, abs, significant figures), misconceptions with their feedback and
  *     credit, error carried forward (the answer's formula over the student's own earlier
- *     answers, compiled to JavaScript at build time; plausibility: same sign, within 100x).
+ *     answers, compiled to JavaScript at build time; plausibility: same sign, within the
+ *     policy's plausible_factor, contract.PLAUSIBLE_FACTOR).
  */
 (function (root) {
   "use strict";
@@ -304,7 +306,7 @@
     return [value, ""];
   }
 
-  // --- compare.py ---
+  // --- compare.py and contract/answers.py (within, plausible) ---
 
   function within(value, target, a) {
     const tol = a.tolerance;
@@ -323,9 +325,10 @@
     return a.unit ? `${sci(x)} ${a.unit}` : sci(x);
   }
 
-  function plausible(value, key) {
+  // contract.plausible: the factor comes with the page's policy (contract.PLAUSIBLE_FACTOR)
+  function plausible(value, key, factor) {
     if (value === 0 || key === 0 || value > 0 !== key > 0) return false;
-    return 1 / 100 <= value / key && value / key <= 100;
+    return 1 / factor <= value / key && value / key <= factor;
   }
 
   function magnitudeHint(value, key) {
@@ -357,13 +360,13 @@
     }
   }
 
-  function carried(a, value, earlier, keysById, trace) {
+  function carried(a, value, earlier, keysById, factor, trace) {
     if (!a.depends_on.length || !a.ecf) return null;
     const wrong = a.depends_on.filter((d) => d in earlier && !earlier[d][1]);
     if (!wrong.length) return null;
     for (const d of a.depends_on) {
       const own = d in earlier ? earlier[d][0] : null;
-      if (own === null || !plausible(own, keysById[d].value)) return null;
+      if (own === null || !plausible(own, keysById[d].value, factor)) return null;
     }
     const target = carriedValue(a, earlier);
     if (target.unknown) trace.unknown = true;
@@ -395,7 +398,9 @@
     if (within(value, a.value, a)) return [{ ...base, score: a.points, status: "correct", feedback: "Correct." }, value];
     const misconception = a.misconceptions.find((m) => within(value, m.value, a)) || null;
     const trace = {};
-    const carriedText = policy.ecf ? carried(a, value, earlier, keysById, trace) : null;
+    const carriedText = policy.ecf
+      ? carried(a, value, earlier, keysById, policy.plausible_factor, trace)
+      : null;
     if (trace.unknown) base.ecf_unknown = true;
     if (carriedText !== null) {
       const extra = misconception ? ` ${misconception.feedback}` : "";

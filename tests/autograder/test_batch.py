@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from autograder.batch import grade_batch
+from autograder.keys import Keys
 from autograder.sandbox import Limits, Sandbox
-from generator import assignment
+from generator import bank
 from generator.release import release
 from generator.roster import parse
 from scalegrade.demo import SCENARIOS, simulate
@@ -28,7 +29,7 @@ def graded(tmp_path_factory):
         "student_id,name,email\n" + "".join(f"s{i:02d},S {i},s{i}@x\n" for i in range(N))
     )
     release(
-        assignment.load("tdlsm/hw1"),
+        bank.load().assignment("tdlsm/hw1"),
         roster,
         secret=b"k" * 32,
         out=root / "hw1",
@@ -38,7 +39,11 @@ def graded(tmp_path_factory):
     hide = [root / "hw1", root / "grades"]
     with Sandbox(limits=Limits(wall_seconds=60), hide=hide) as sandbox:
         summary = grade_batch(
-            root / "hw1" / "keys", root / "subs", root / "grades", sandbox=sandbox, reveal=False
+            Keys(root / "hw1" / "keys"),
+            root / "subs",
+            root / "grades",
+            sandbox=sandbox,
+            reveal=False,
         )
     by_scenario = {played[r["student_id"]]: r for r in summary.results}
     honest = [r for r in summary.results if played[r["student_id"]] == "honest"]
@@ -103,7 +108,11 @@ def test_outputs_are_written_and_a_rerun_skips_what_is_unchanged(graded):
         assert (root / "grades" / name).is_file()
     with Sandbox(limits=Limits(wall_seconds=60), hide=[root / "hw1"]) as sandbox:
         again = grade_batch(
-            root / "hw1" / "keys", root / "subs", root / "grades", sandbox=sandbox, reveal=False
+            Keys(root / "hw1" / "keys"),
+            root / "subs",
+            root / "grades",
+            sandbox=sandbox,
+            reveal=False,
         )
     assert again.skipped == N and again.graded == 0
     assert [r["score"] for r in again.results] == [r["score"] for r in summary.results]
@@ -117,11 +126,11 @@ def test_a_submission_without_a_key_or_notebook_is_a_recorded_error(graded, tmp_
     (subs / "s00").mkdir()
     with Sandbox(limits=Limits(wall_seconds=30), hide=[root / "hw1"]) as sandbox:
         summary = grade_batch(
-            root / "hw1" / "keys", subs, tmp_path / "grades", sandbox=sandbox, reveal=False
+            Keys(root / "hw1" / "keys"), subs, tmp_path / "grades", sandbox=sandbox, reveal=False
         )
     errors = {r["student_id"]: r["error"] for r in summary.results}
     assert "no key for student 'stranger'" in errors["stranger"]
-    assert "no .ipynb" in errors["s00"]
+    assert "no hw1.ipynb submitted" in errors["s00"]
 
 
 @pytest.fixture(scope="module")
@@ -130,14 +139,20 @@ def solution_sandbox():
         yield sandbox
 
 
-@pytest.mark.parametrize("aid", assignment.all_ids())
+@pytest.mark.parametrize("aid", bank.load().assignment_ids())
 def test_every_assignments_solutions_earn_every_autograded_point(aid, tmp_path, solution_sandbox):
     """The bank end to end: each question's key, worked answers, reference code and checks
     agree, through the real release, sandbox and grader (one student per assignment)."""
     roster = parse("student_id,name,email\nsol,Sol Ution,sol@x\n")
-    release(assignment.load(aid), roster, secret=b"e" * 32, out=tmp_path / "a", with_solutions=True)
+    release(
+        bank.load().assignment(aid),
+        roster,
+        secret=b"e" * 32,
+        out=tmp_path / "a",
+        with_solutions=True,
+    )
     summary = grade_batch(
-        tmp_path / "a" / "keys",
+        Keys(tmp_path / "a" / "keys"),
         tmp_path / "a" / "solutions",
         tmp_path / "grades",
         sandbox=solution_sandbox,

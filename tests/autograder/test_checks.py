@@ -8,57 +8,42 @@ checks call autograd; the sampler is tested by chi-square at a fixed grading see
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import (
-    ChecksError,
-    fraction,
-    grade_function,
-    grade_result,
-    load_checks,
-    probe_source,
-    run_locally,
-)
+from autograder.checks import Checks, ChecksError, grade_result, load_checks
+from tests.templates.codecheck import TEMPLATES, fraction, function, grade, lost, names, starter
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 RING = TEMPLATES / "collectives" / "ring-allreduce-code"
 DPO = TEMPLATES / "posttraining" / "dpo-loss-code"
 SPEC = TEMPLATES / "serving" / "speculative-sampler-code"
-
-
-def function(folder: Path, file: str, name: str):
-    """The function ``name`` of a starter or solution file, as a notebook cell defines it."""
-    ns: dict = {"__name__": "notebook_cell"}  # not "__main__": the file's demo stays off
-    exec(compile((folder / file).read_text(encoding="utf-8"), str(folder / file), "exec"), ns)
-    return ns[name]
-
-
-def grade(folder: Path, fn, seed: int) -> list[dict]:
-    return run_locally(folder / "checks.py", fn, seed)
-
-
-def lost(props: list[dict]) -> set[str]:
-    return {p["name"] for p in props if p["score"] < 1}
-
-
-def names(props: list[dict]) -> set[str]:
-    return {p["name"] for p in props}
 
 
 # --- the loader ----------------------------------------------------------------------------
 
 
 def test_loader_gives_the_source_and_the_instructors_grade():
-    assert probe_source(RING / "checks.py") == (RING / "checks.py").read_text(encoding="utf-8")
-    grade_fn = grade_function(RING / "checks.py")
-    assert grade_fn is load_checks(RING, "checks.py").grade  # imported once
-    props = grade_result(grade_fn, None, 1, {})  # no result: every property 0, no crash
+    checks = load_checks(RING, "checks.py")
+    assert checks.source == (RING / "checks.py").read_text(encoding="utf-8")
+    assert checks is load_checks(RING, "checks.py")  # compiled once
+    props = grade_result(checks.grade, None, 1, {})  # no result: every property 0, no crash
     assert props and all(p["score"] == 0 for p in props)
+
+
+def test_checks_compile_from_their_text_and_write_no_bytecode(tmp_path):
+    # what grading does with the copy release wrote to keys/: no import, no __pycache__
+    source = (RING / "checks.py").read_text(encoding="utf-8")
+    copy = tmp_path / "keys" / "checks" / "ring.py"
+    copy.parent.mkdir(parents=True)
+    copy.write_text(source, encoding="utf-8")
+    checks = Checks.from_source(copy.read_text(encoding="utf-8"), str(copy))
+    assert checks.source == source and callable(checks.module.probe)
+    assert not any(tmp_path.rglob("__pycache__"))
+    with pytest.raises(ChecksError, match="ring.py: cannot be loaded: SyntaxError"):
+        Checks.from_source("def probe(:\n", str(copy))
 
 
 def test_loader_refuses_files_outside_the_folder_and_bad_checks(tmp_path):
@@ -128,7 +113,7 @@ def test_ring_reference_scores_full_marks_and_the_same_twice(seed):
 
 
 def test_ring_starter_scores_zero():
-    props = grade(RING, function(RING, "starter.py", "ring_allreduce"), 11)
+    props = grade(RING, starter(RING, "ring_allreduce"), 11)
     assert fraction(props) == 0
     assert "NotImplementedError" in props[0]["message"]
 
@@ -180,7 +165,7 @@ def test_ring_gloo_that_cannot_start_weighs_nothing():
             "ranks": [{"stage": "start", "error": "RuntimeError: no lo"} for _ in range(p)],
         }
     }
-    gloo = [x for x in grade_function(RING / "checks.py")(result, 11, {}) if "gloo" in x["name"]]
+    gloo = [x for x in load_checks(RING, "checks.py").grade(result, 11, {}) if "gloo" in x["name"]]
     assert gloo[0]["weight"] == 0 and "Not run" in gloo[0]["message"]
 
 
@@ -229,7 +214,7 @@ def test_dpo_reference_scores_full_marks_and_the_same_twice(seed):
 
 
 def test_dpo_starter_scores_zero():
-    assert fraction(grade(DPO, function(DPO, "starter.py", "dpo_loss"), 3)) == 0
+    assert fraction(grade(DPO, starter(DPO, "dpo_loss"), 3)) == 0
 
 
 @pytest.mark.parametrize(
@@ -285,7 +270,7 @@ def test_sampler_reference_scores_full_marks_and_the_same_twice():
 
 
 def test_sampler_starter_scores_zero():
-    assert fraction(grade(SPEC, function(SPEC, "starter.py", "speculative_step"), 5)) == 0
+    assert fraction(grade(SPEC, starter(SPEC, "speculative_step"), 5)) == 0
 
 
 @pytest.mark.parametrize(

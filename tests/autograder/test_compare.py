@@ -10,28 +10,29 @@ from pathlib import Path
 
 import pytest
 
-from autograder import key as keys
-from autograder.compare import compare, within
+import contract
+from autograder.compare import compare
 from autograder.grade import copy_signals, grade_harvest
-from generator import assignment
+from contract import Policy, Tolerance, within
+from generator import bank
 from generator.release import release
 from generator.roster import parse
 
 SECRET = b"a-test-secret-of-32-bytes-length"
-POLICY = {"ecf": True, "ecf_credit": 0.8}
+RULES = dict(policy=Policy(ecf=True, ecf_credit=0.8), checks={}, reveal=False)
 
 
 @pytest.fixture(scope="module")
 def keys_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("hw1") / "out"
     roster = parse("student_id,name,email\nana,Ana,a@x\nben,Ben,b@x\n")
-    release(assignment.load("tdlsm/hw1"), roster, secret=SECRET, out=out)
+    release(bank.load().assignment("tdlsm/hw1"), roster, secret=SECRET, out=out)
     return out / "keys"
 
 
 @pytest.fixture(scope="module")
 def ana(keys_dir):
-    return keys.load(keys_dir / "ana.json")
+    return contract.read_key(keys_dir / "ana.json")
 
 
 def q(key, qid):
@@ -50,7 +51,7 @@ def text(s):
     return {"kind": "string", "value": s}
 
 
-def grade_one(question, aid, harvested, earlier=None, reveal=False):
+def verdict(question, aid, harvested, earlier=None, reveal=False):
     a = ans(question, aid)
     return compare(
         a,
@@ -68,33 +69,31 @@ def test_a_bare_number_is_read_in_the_asked_unit_and_strings_are_converted(ana):
     budget = q(ana, "budgets/model-budget")
     states = ans(budget, "states_gb")  # 16N bytes, asked in GB (000 Prop 1.2)
     gb = states.value / 1e9
-    assert grade_one(budget, "states_gb", number(gb)).status == "correct"
-    assert grade_one(budget, "states_gb", text(f"{gb:.4f} GB")).status == "correct"
-    assert (
-        grade_one(budget, "states_gb", text(f"{states.value / 2**30:.4f} GiB")).status == "correct"
-    )
-    assert grade_one(budget, "states_gb", text(f"{gb * 1e3:.1f} MB")).status == "correct"
+    assert verdict(budget, "states_gb", number(gb)).status == "correct"
+    assert verdict(budget, "states_gb", text(f"{gb:.4f} GB")).status == "correct"
+    assert verdict(budget, "states_gb", text(f"{states.value / 2**30:.4f} GiB")).status == "correct"
+    assert verdict(budget, "states_gb", text(f"{gb * 1e3:.1f} MB")).status == "correct"
 
 
 def test_gib_read_as_gb_is_the_named_misconception(ana):
     budget = q(ana, "budgets/model-budget")
     states = ans(budget, "states_gb")
-    v = grade_one(budget, "states_gb", number(states.value / 2**30))
+    v = verdict(budget, "states_gb", number(states.value / 2**30))
     assert v.status == "misconception" and v.score == 0 and "GiB" in v.feedback
-    v = grade_one(budget, "states_gb", number(12 * ans(budget, "n_params").value / 1e9))
+    v = verdict(budget, "states_gb", number(12 * ans(budget, "n_params").value / 1e9))
     assert v.misconception == "twelve bytes per parameter" and "16N" in v.feedback
 
 
 def test_wrong_dimension_missing_and_unreadable_answers(ana):
     budget = q(ana, "budgets/model-budget")
-    v = grade_one(budget, "states_gb", text("3 s"))
+    v = verdict(budget, "states_gb", text("3 s"))
     assert v.status == "wrong_unit" and "'3 s' is not bytes" in v.feedback and v.score == 0
-    v = grade_one(budget, "states_gb", text("21 GP"))
+    v = verdict(budget, "states_gb", text("21 GP"))
     assert v.status == "wrong_unit" and "unknown unit 'GP'" in v.feedback
-    assert grade_one(budget, "states_gb", {"kind": "missing"}).status == "missing"
-    v = grade_one(budget, "states_gb", {"kind": "unsupported", "type": "AlwaysEqual"})
+    assert verdict(budget, "states_gb", {"kind": "missing"}).status == "missing"
+    v = verdict(budget, "states_gb", {"kind": "unsupported", "type": "AlwaysEqual"})
     assert v.status == "unreadable" and "AlwaysEqual" in v.feedback
-    assert grade_one(budget, "states_gb", number("nan")).status == "unreadable"
+    assert verdict(budget, "states_gb", number("nan")).status == "unreadable"
 
 
 def test_error_carried_forward_along_the_answer_graph(ana):
@@ -108,16 +107,16 @@ def test_error_carried_forward_along_the_answer_graph(ana):
         "activations_gb": (act, True),
     }
     # ... then (d) = their (b) + (c): carried credit, 0.8 of the points
-    v = grade_one(budget, "total_gb", number((wrong_states + act) / 1e9), earlier)
+    v = verdict(budget, "total_gb", number((wrong_states + act) / 1e9), earlier)
     assert v.status == "carried" and v.score == pytest.approx(0.8 * v.points)
     assert "q1_states_gb" in v.feedback
     # an implausible (b) carries nothing: 0 bytes of model states
     earlier["states_gb"] = (0.0, False)
-    v = grade_one(budget, "total_gb", number(act / 1e9), earlier)
+    v = verdict(budget, "total_gb", number(act / 1e9), earlier)
     assert v.status == "wrong" and v.score == 0
     # orders of magnitude off carries nothing either
     earlier["states_gb"] = (wrong_states * 1e4, False)
-    v = grade_one(budget, "total_gb", number((wrong_states * 1e4 + act) / 1e9), earlier)
+    v = verdict(budget, "total_gb", number((wrong_states * 1e4 + act) / 1e9), earlier)
     assert v.status == "wrong"
 
 
@@ -125,25 +124,23 @@ def test_carried_credit_through_a_costmodel_formula(ana):
     budget = q(ana, "budgets/model-budget")
     blocks_only = 12 * budget.params["n_layers"] * budget.params["d_model"] ** 2
     earlier = {"n_params": (blocks_only, False)}
-    v = grade_one(budget, "states_gb", number(16 * blocks_only / 1e9), earlier)
+    v = verdict(budget, "states_gb", number(16 * blocks_only / 1e9), earlier)
     assert v.status == "carried"  # memory.model_state_bytes of their own N
 
 
 def test_tolerances_relative_absolute_and_significant_figures(ana):
     a = ans(q(ana, "budgets/model-budget"), "states_gb")
     assert within(a.value * 1.009, a.value, a) and not within(a.value * 1.02, a.value, a)
-    from dataclasses import replace
-
-    sig3 = replace(a, tolerance={"sig": 3})
+    sig3 = a.model_copy(update={"tolerance": Tolerance(sig=3)})
     assert within(21.04e9, 21.0e9, sig3) and not within(21.06e9, 21.0e9, sig3)
-    abs_half = replace(a, tolerance={"abs": 0.5})
+    abs_half = a.model_copy(update={"tolerance": Tolerance(abs=0.5)})
     assert within(21.4e9, 21.0e9, abs_half) and not within(21.6e9, 21.0e9, abs_half)
 
 
 def test_reveal_shows_the_key_only_when_the_policy_says(ana):
     budget = q(ana, "budgets/model-budget")
-    assert grade_one(budget, "states_gb", number(1.0)).expected == ""
-    assert "GB" in grade_one(budget, "states_gb", number(1.0), reveal=True).expected
+    assert verdict(budget, "states_gb", number(1.0)).expected == ""
+    assert "GB" in verdict(budget, "states_gb", number(1.0), reveal=True).expected
 
 
 def _honest_answers(key):
@@ -151,7 +148,7 @@ def _honest_answers(key):
 
 
 def test_honest_answers_score_every_autograded_point_and_blank_scores_zero(ana):
-    result = grade_harvest(ana, {"answers": _honest_answers(ana)}, policy=POLICY, reveal=False)
+    result = grade_harvest(ana, {"answers": _honest_answers(ana)}, **RULES)
     auto = [
         g.verdict
         for g in result.parts
@@ -160,18 +157,18 @@ def test_honest_answers_score_every_autograded_point_and_blank_scores_zero(ana):
     assert auto and all(v.status == "correct" for v in auto)
     pending = [g.verdict for g in result.parts if g.verdict.score is None]
     assert pending and all(v.status == "pending" for v in pending)
-    blank = grade_harvest(ana, {"answers": {}}, policy=POLICY, reveal=False)
+    blank = grade_harvest(ana, {"answers": {}}, **RULES)
     assert blank.score == 0
-    failed = grade_harvest(ana, None, policy=POLICY, reveal=False, error="timed out after 60 s")
+    failed = grade_harvest(ana, None, error="timed out after 60 s", **RULES)
     assert failed.score == 0 and failed.error == "timed out after 60 s"
 
 
 def test_another_students_answer_is_a_copy_signal_never_a_penalty(ana, keys_dir):
-    ben = keys.load(keys_dir / "ben.json")
+    ben = contract.read_key(keys_dir / "ben.json")
     answers = _honest_answers(ana)
     bens_states = ans(q(ben, "budgets/model-budget"), "states_gb")
     answers["q1_states_gb"] = number(bens_states.display_value)
-    result = grade_harvest(ana, {"answers": answers}, policy=POLICY, reveal=False)
+    result = grade_harvest(ana, {"answers": answers}, **RULES)
     signals = copy_signals(result, ana, {"ana": ana, "ben": ben})
     assert len(signals) == 1 and "ben's answer" in signals[0]
 
@@ -181,10 +178,10 @@ def test_a_mistake_carried_forward_is_one_mistake_not_two(ana):
     question = q(ana, "budgets/accelerators-needed")
     flops, days = ans(question, "train_flops"), ans(question, "accel_days")
     assert "train_flops" in days.depends_on
-    b = grade_one(question, "train_flops", number(flops.display_value / 3))
+    b = verdict(question, "train_flops", number(flops.display_value / 3))
     assert b.status == "misconception" and "backward" in b.feedback
     earlier = {x.id: (x.value, True) for x in question.answers}
     earlier["train_flops"] = (flops.value / 3, False)
-    d = grade_one(question, "accel_days", number(days.display_value / 3), earlier)
+    d = verdict(question, "accel_days", number(days.display_value / 3), earlier)
     assert d.status == "carried" and d.score == pytest.approx(0.8 * d.points)
     assert "error carried forward" in d.feedback

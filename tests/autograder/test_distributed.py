@@ -19,7 +19,7 @@ from distributed import Client, LocalCluster
 from autograder.distributed import DaskRunner, SandboxSpec, run_submission
 from autograder.gradebook import Gradebook
 from autograder.sandbox import Limits, Plan
-from generator import assignment
+from generator import bank
 from generator.release import release
 from generator.roster import parse
 from scalegrade.cli import main
@@ -36,7 +36,7 @@ def course(tmp_path_factory):
         "student_id,name,email\n" + "".join(f"s{i:02d},S {i},s{i}@x\n" for i in range(8))
     )
     release(
-        assignment.load("tdlsm/hw1"),
+        bank.load().assignment("tdlsm/hw1"),
         roster,
         secret=b"k" * 32,
         out=root / "hw1",

@@ -25,7 +25,8 @@ import pytest
 from click.testing import CliRunner
 
 from autograder import gradescope
-from generator import assignment
+from autograder.submission import released_to
+from generator import bank
 from generator.release import release
 from generator.roster import parse
 from scalegrade.cli import main
@@ -101,7 +102,11 @@ def course(tmp_path_factory):
     root = tmp_path_factory.mktemp("gradescope")
     roster = parse("student_id,name,email\nana,Ana Lima,ana@x.edu\nben,Ben O,ben@x.edu\n")
     release(
-        assignment.load("dl/hw1"), roster, secret=b"g" * 32, out=root / "hw1", with_solutions=True
+        bank.load().assignment("dl/hw1"),
+        roster,
+        secret=b"g" * 32,
+        out=root / "hw1",
+        with_solutions=True,
     )
     out = root / "autograder.zip"
     result = CliRunner().invoke(
@@ -163,7 +168,7 @@ def test_the_zip_has_gradescope_layout(course):
         "scalegrade/keys/assignment.json",
         "scalegrade/keys/ana.json",
         "scalegrade/keys/ben.json",
-        "scalegrade/templates/vision/circular-conv-code/checks.py",
+        "scalegrade/keys/checks/vision/circular-conv-code/checks.py",  # keys/ as released
     } <= names
     assert not any("solution" in n for n in names)  # checks only, no reference code
     # setup.sh installs torch's CPU build first, then the shipped wheel; it parses
@@ -210,6 +215,18 @@ def test_run_autograder_grades_the_submitter_with_their_own_numbers(course, tmp_
     print(f"run_autograder: {seconds:.1f} s (sandbox {doc['extra_data']['sandbox_seconds']} s)")
 
 
+def test_a_notebook_released_to_someone_else_is_graded_as_the_submitter(course, tmp_path):
+    # ana's account hands in ben's notebook: ana's numbers grade it, and she is told why
+    users = [{"email": "ana@x.edu", "id": 9001, "name": "Ana Lima"}]
+    tree = _autograder_tree(course, tmp_path, _honest(course, "ben"), users)
+    assert gradescope.run(tree) == 0
+    doc = json.loads((tree / "results" / "results.json").read_text(encoding="utf-8"))
+    validate(doc)
+    assert doc["extra_data"]["student_id"] == "ana"
+    assert "This notebook was released to another student (ben)" in doc["output"]
+    assert any(t.get("status") == "failed" for t in doc["tests"])  # ben's numbers, not ana's
+
+
 def test_a_stranger_or_a_missing_notebook_gets_a_clear_zero(course, tmp_path):
     tree = _autograder_tree(course, tmp_path / "a", None, [{"email": "eve@x.edu", "id": 1}])
     assert gradescope.run(tree) == 0
@@ -235,7 +252,7 @@ def test_the_submitter_is_found_by_email_then_student_id():
 
 def test_a_notebook_released_to_someone_else_is_named(course, tmp_path):
     path = course / "hw1" / "release" / "ben" / "hw1.ipynb"
-    assert gradescope.released_to(path) == "ben"
+    assert released_to(path) == "ben"
     assert gradescope.find_notebook(path.parent, "hw1.ipynb") == path
     (tmp_path / "x.ipynb").write_text("not json")
-    assert gradescope.released_to(tmp_path / "x.ipynb") is None
+    assert released_to(tmp_path / "x.ipynb") is None

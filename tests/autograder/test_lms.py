@@ -174,26 +174,28 @@ def test_a_name_match_needs_one_roster_student():
 def test_the_export_commands_read_the_gradebook(tmp_path):
     from click.testing import CliRunner
 
-    from autograder import key as keys
+    import contract
     from autograder.grade import grade_harvest
     from autograder.gradebook import Gradebook
-    from generator import assignment
+    from contract import Policy
+    from generator import bank
     from generator.release import release
     from generator.roster import parse
     from scalegrade.cli import main
 
     roster = parse("student_id,name,email\nana,Ana Lima,ana@x.edu\nben,Ben O,ben@x.edu\n")
-    release(assignment.load("dl/hw1"), roster, secret=b"l" * 32, out=tmp_path / "hw1")
+    release(bank.load().assignment("dl/hw1"), roster, secret=b"l" * 32, out=tmp_path / "hw1")
     (tmp_path / "grades").mkdir()
     book = Gradebook(f"sqlite:///{tmp_path / 'grades' / 'gradebook.sqlite'}")
-    for key in keys.load_all(tmp_path / "hw1" / "keys").values():
+    for key in contract.read_keys(tmp_path / "hw1" / "keys").values():
         answers = {
             a.variable: {"kind": "number", "value": a.display_value}
             for q in key.questions[:2]
             for a in q.answers
             if a.ask
         }
-        book.record("dl/hw1", grade_harvest(key, {"answers": answers}, policy={}, reveal=False))
+        result = grade_harvest(key, {"answers": answers}, policy=Policy(), checks={}, reveal=False)
+        book.record("dl/hw1", result)
     book.close()
     (tmp_path / "canvas_export.csv").write_text(
         "Student,ID,SIS User ID,SIS Login ID,Section,Homework 1 (4567)\n"

@@ -8,23 +8,24 @@ from pathlib import Path
 
 import pytest
 
-from autograder import key as keys
+import contract
 from autograder import outputs
 from autograder.grade import grade_harvest
 from autograder.gradebook import Gradebook, result_to_json
-from generator import assignment
+from contract import Key, Policy
+from generator import bank
 from generator.release import release
 from generator.roster import parse
 
-POLICY = {"ecf": True, "ecf_credit": 0.8}
+POLICY = Policy(ecf=True, ecf_credit=0.8)
 
 
 @pytest.fixture(scope="module")
-def keyset(tmp_path_factory) -> dict[str, keys.Key]:
+def keyset(tmp_path_factory) -> dict[str, Key]:
     out = tmp_path_factory.mktemp("hw1") / "out"
     roster = parse("student_id,name,email\nana,Ana Lima,ana@x.edu\nben,Ben O,ben@x.edu\n")
-    release(assignment.load("tdlsm/hw1"), roster, secret=b"s" * 32, out=out)
-    return keys.load_all(out / "keys")
+    release(bank.load().assignment("tdlsm/hw1"), roster, secret=b"s" * 32, out=out)
+    return contract.read_keys(out / "keys")
 
 
 def _result(key, wrong: bool = False):
@@ -34,7 +35,9 @@ def _result(key, wrong: bool = False):
         for a in q.answers
         if a.ask
     }
-    return result_to_json(grade_harvest(key, {"answers": answers}, policy=POLICY, reveal=False))
+    return result_to_json(
+        grade_harvest(key, {"answers": answers}, policy=POLICY, checks={}, reveal=False)
+    )
 
 
 def test_results_json_follows_the_gradescope_specification(keyset):
@@ -57,7 +60,9 @@ def test_hidden_expected_values_do_not_leak_before_the_policy_reveals_them(keyse
     doc = outputs.gradescope(_result(key, wrong=True), reveal=False)
     text = " ".join(t["output"] for t in doc["tests"])
     assert "Expected" not in text
-    revealed = result_to_json(grade_harvest(key, {"answers": {}}, policy=POLICY, reveal=True))
+    revealed = result_to_json(
+        grade_harvest(key, {"answers": {}}, policy=POLICY, checks={}, reveal=True)
+    )
     assert "Expected:" in " ".join(
         t["output"] for t in outputs.gradescope(revealed, reveal=True)["tests"]
     )
@@ -68,7 +73,9 @@ def test_feedback_page_names_the_mistake(keyset):
     budget = next(q for q in key.questions if q.id == "budgets/model-budget")
     states = next(a for a in budget.answers if a.id == "states_gb")
     answers = {states.variable: {"kind": "number", "value": states.value / 2**30}}
-    doc = result_to_json(grade_harvest(key, {"answers": answers}, policy=POLICY, reveal=False))
+    doc = result_to_json(
+        grade_harvest(key, {"answers": answers}, policy=POLICY, checks={}, reveal=False)
+    )
     page = outputs.feedback_html(doc, title="hw1 — ana", solutions=None)
     assert "GiB" in page and "class=misconception" in page and "Worked solution" not in page
     page = outputs.feedback_html(
@@ -116,7 +123,7 @@ def test_summary_has_a_column_per_question_and_the_report_draws_plots(keyset):
 def test_gradebook_is_idempotent_and_survives_a_restart(keyset, tmp_path: Path):
     url = f"sqlite:///{tmp_path / 'gradebook.sqlite'}"
     book = Gradebook(url)
-    result = grade_harvest(keyset["ana"], {"answers": {}}, policy=POLICY, reveal=False)
+    result = grade_harvest(keyset["ana"], {"answers": {}}, policy=POLICY, checks={}, reveal=False)
     result.content_hash = "abc"
     book.record("tdlsm/hw1", result)
     book.record("tdlsm/hw1", result)  # a rerun replaces, never duplicates
@@ -139,9 +146,9 @@ def test_gradebook_is_idempotent_and_survives_a_restart(keyset, tmp_path: Path):
 def test_solutions_are_revealed_after_the_due_date_only():
     from autograder.batch import reveal_now
 
-    policy = {"solutions_after_due": True}
+    policy = Policy(solutions_after_due=True)
     assert reveal_now("2020-01-01T00:00:00+01:00", policy)
     assert reveal_now("2020-01-01T00:00:00", policy)  # no zone: read as UTC
     assert not reveal_now("2999-01-01T00:00:00+00:00", policy)
     assert not reveal_now(None, policy)
-    assert not reveal_now("2020-01-01T00:00:00", {"solutions_after_due": False})
+    assert not reveal_now("2020-01-01T00:00:00", Policy(solutions_after_due=False))

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict
 
 import pytest
 
 from autograder.grade import grade_harvest
-from autograder.key import parse
-from generator import assignment as assignments
-from generator import selftest
+from generator import bank, selftest
 
+BANK = bank.load()
 EXAMS = [
-    aid for aid in assignments.all_ids() if assignments.load(aid).spec.kind in ("exam", "selftest")
+    aid for aid in BANK.assignment_ids() if BANK.assignment(aid).spec.kind in ("exam", "selftest")
 ] or ["tdlsm/hw1"]
 
 
@@ -60,10 +58,10 @@ def _shown(value_si: float, unit: str, si_unit: str) -> str:
 
 @pytest.mark.parametrize("aid", EXAMS)
 def test_exam_page_works_offline(aid, context, tmp_path, artifacts):
-    st = selftest.build(assignments.load(aid), selftest.for_seed(1))
+    st = selftest.build(BANK.assignment(aid), selftest.for_seed(1))
     page, errors = _open(context, st.html, tmp_path / "exam.html")
     try:
-        key = parse(st.key, aid)
+        key = st.key
         q = key.questions[0]
         section = page.locator("section.question").first
         for a in (a for a in q.answers if a.ask):
@@ -94,9 +92,9 @@ def _pick(key):
 
 def test_student_session(context, tmp_path, artifacts):
     aid = "tdlsm/hw1"
-    a_ = assignments.load(aid)
+    a_ = BANK.assignment(aid)
     st = selftest.build(a_, selftest.for_seed(4))
-    key = parse(st.key, aid)
+    key = st.key
     qi, q, target = _pick(key)
     path = tmp_path / "hw1.html"
     page, errors = _open(context, st.html, path)
@@ -132,7 +130,7 @@ def test_student_session(context, tmp_path, artifacts):
     }
     # the Python grader on the same typed text
     answers = {a.variable: selftest.harvested(typed.get(a.id, "")) for a in asked}
-    result = grade_harvest(key, {"answers": answers}, policy=asdict(a_.policy), reveal=False)
+    result = grade_harvest(key, {"answers": answers}, policy=a_.policy, checks={}, reveal=False)
     python = {g.verdict.part: g.verdict for g in result.parts if g.question == q.id}
     for a in asked:
         got, want = verdicts[a.id], python[a.id]

@@ -11,12 +11,11 @@ import shutil
 import pytest
 import yaml
 
-from generator.question import QuestionError, discover, load
+from generator import bank
+from generator.question import QuestionError, load
 from generator.variant import notes_example_problems
 
-WITH_EXAMPLE = [
-    q for q in (load(folder) for folder in discover()) if q.spec.notes_example is not None
-]
+WITH_EXAMPLE = [q for q in bank.load().all_questions() if q.spec.notes_example is not None]
 
 
 def test_the_bank_carries_notes_examples():

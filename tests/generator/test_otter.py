@@ -19,7 +19,7 @@ import nbformat
 import pytest
 
 from costmodel.units import to_si
-from generator import assignment
+from generator import bank
 from generator import otter as public_checks
 from generator.release import release
 from generator.roster import parse
@@ -30,7 +30,7 @@ def released(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("otter") / "hw1"
     roster = parse("student_id,name,email\nana,Ana Lima,ana@x.edu\nben,Ben O,ben@x.edu\n")
     release(
-        assignment.load("tdlsm/hw1"),
+        bank.load().assignment("tdlsm/hw1"),
         roster,
         secret=b"o" * 32,
         out=out,
@@ -231,11 +231,12 @@ def test_the_cells_do_nothing_without_otter(released, monkeypatch):
 
 def test_the_grader_reads_answers_past_the_check_cells(released):
     """The sandbox runs the check cells too: no cell error, every answer read."""
-    from autograder import key as keys
-    from autograder.grade import grade_harvest, plan_for
+    from autograder.grade import grade_harvest
+    from autograder.keys import Keys
     from autograder.sandbox import Limits, Plan, Sandbox
 
-    key = keys.load(released / "keys" / "ana.json")
+    keys = Keys(released / "keys")
+    key = keys.key("ana")
     nb = nbformat.read(released / "solutions" / "ana" / "hw1.ipynb", as_version=4)
     values = {a.variable: a.display_value for q in key.questions for a in q.answers}
     for cell in nb.cells:
@@ -245,11 +246,13 @@ def test_the_grader_reads_answers_past_the_check_cells(released):
     path = released.parent / "submitted" / "hw1.ipynb"
     path.parent.mkdir(exist_ok=True)
     nbformat.write(nb, path)
-    plan = Plan(variables=plan_for(key).variables)  # the answers only, no code probes
+    plan = Plan(variables=keys.plan(key).variables)  # the answers only, no code probes
     with Sandbox(limits=Limits(wall_seconds=60), hide=[released]) as sandbox:
         outcome = sandbox.run(path, plan)
     assert outcome.error is None, outcome.log
-    result = grade_harvest(key, outcome.harvest, policy={}, reveal=False)
+    result = grade_harvest(
+        key, outcome.harvest, policy=keys.release.policy, checks=keys.checks, reveal=False
+    )
     assert not result.cell_errors
     answers = [g.verdict for g in result.parts if g.verdict.variable in values]
     assert answers and all(v.status == "correct" for v in answers)

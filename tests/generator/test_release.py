@@ -10,10 +10,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import contract
 from costmodel.units import sci
-from generator import assignment as assignments
+from generator import bank
 from generator.release import ReleaseError, release
 from generator.roster import parse
+from tests.banks import copy_bank
 
 SECRET = b"a-test-secret-of-32-bytes-length"
 ROSTER = "student_id,name,email\n" + "".join(
@@ -23,7 +25,7 @@ ROSTER = "student_id,name,email\n" + "".join(
 
 @pytest.fixture(scope="module")
 def hw1():
-    return assignments.load("tdlsm/hw1")
+    return bank.load().assignment("tdlsm/hw1")
 
 
 @pytest.fixture(scope="module")
@@ -164,13 +166,12 @@ def test_an_existing_folder_is_never_silently_mixed(hw1, released, tmp_path):
 
 
 def test_exam_writes_sheets_and_ta_keys(tmp_path):
-    root = tmp_path / "assignments"
-    (root / "tdlsm").mkdir(parents=True)
-    (root / "tdlsm" / "mock.yaml").write_text(
+    mine = copy_bank(tmp_path / "bank", link_templates=True)
+    (mine.assignments / "tdlsm" / "mock.yaml").write_text(
         "title: Mock exam\nkind: exam\nnotebook: mock\nduration_minutes: 120\n"
         "questions:\n  - {question: budgets/model-budget, points: 5}\n"
     )
-    exam = assignments.load("tdlsm/mock", root=root)
+    exam = mine.assignment("tdlsm/mock")
     assert exam.points == 5
     out = tmp_path / "out"
     release(exam, parse(ROSTER)[:2], secret=SECRET, out=out)
@@ -190,3 +191,21 @@ def test_notebooks_are_written_exactly_as_nbformat_writes_them(released):
     path = released / "release" / "s000" / "hw1.ipynb"
     nb = nbformat.read(path, as_version=4)
     assert dumps(nbformat.from_dict(nb)) + "\n" == nbformat.writes(nb) + "\n" == path.read_text()
+
+
+def test_keys_carry_the_code_checks_with_their_hash(hw1, released):
+    # keys/ is the whole contract: each code part's checks, as released, and its SHA-256
+    keys = released / "keys"
+    info = contract.read_release(keys)
+    parts = [(q, c) for q in hw1.questions for c in q.spec.code if c.checks]
+    assert len(parts) == 5  # tdlsm/hw1: online softmax, checkpointing, accumulation, ring, TP
+    assert len(info.checks) == len(parts)
+    for q, c in parts:
+        file = contract.checks_file(q.id, c.checks)
+        source = (keys / file).read_text(encoding="utf-8")
+        assert source == q.files[c.checks]
+        assert info.checks[file] == contract.sha256(source)
+    key = contract.read_key(keys / "s000.json")
+    refs = [c.checks for q in key.questions for c in q.code if c.checks]
+    assert len(refs) == 5 and all(info.checks[r.file] == r.sha256 for r in refs)
+    assert key.schema_version == info.schema_version == contract.SCHEMA_VERSION

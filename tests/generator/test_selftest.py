@@ -9,26 +9,27 @@ import json
 import math
 import random
 import re
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
 
-from autograder.compare import carried_value, read_value
-from autograder.key import parse
+import contract
+from autograder.compare import read_value
+from contract import Student
 from costmodel.units import registry
-from generator import assignment as assignments
-from generator import selftest
+from generator import bank, selftest
 from generator.release import variants_for
-from generator.roster import Student
 from generator.selftest_ecf import TraceError, Tracer, compile_carried, trace_once
 from scalegrade.cli import main
 
-ALL = assignments.all_ids()
+BANK = bank.load()
+ALL = BANK.assignment_ids()
 
 
 @pytest.fixture(scope="module")
 def hw1():
-    return assignments.load("tdlsm/hw1")
+    return BANK.assignment("tdlsm/hw1")
 
 
 @pytest.fixture(scope="module")
@@ -43,19 +44,19 @@ def test_practice_seed_is_public_and_reproducible(hw1, page):
     again = selftest.build(hw1, selftest.for_seed(7))
     assert again.html == page.html  # byte-identical: a seed names one page
     other = selftest.build(hw1, selftest.for_seed(8))
-    assert other.key["questions"][0]["params"] != page.key["questions"][0]["params"]
+    assert other.key.questions[0].params != page.key.questions[0].params
 
 
 def test_a_self_test_never_shows_a_graded_variant(hw1):
     secret = b"a-course-secret-of-32-bytes-long"
-    graded = variants_for(hw1, Student("ana", "Ana", "a@x"), secret)
+    graded = variants_for(hw1, Student(id="ana", name="Ana", email="a@x"), secret)
     practice = selftest.build(hw1, selftest.for_student("ana", secret))
     assert practice.label == "ana"
-    for v, q in zip(graded, practice.key["questions"], strict=True):
-        assert q["seed"] != v.seed
+    for v, q in zip(graded, practice.key.questions, strict=True):
+        assert q.seed != v.seed
     # and it is personal: another student's practice differs
     bob = selftest.build(hw1, selftest.for_student("bob", secret))
-    assert bob.key["questions"][0]["seed"] != practice.key["questions"][0]["seed"]
+    assert bob.key.questions[0].seed != practice.key.questions[0].seed
 
 
 def test_negative_seed_is_refused():
@@ -118,8 +119,7 @@ def test_normalize_refuses(typed):
 
 def test_what_the_grader_reads_from_typed_text(page):
     """The page's text goes through the grader's own reading (autograder.compare)."""
-    key = parse(page.key, "tdlsm/hw1")
-    gb = next(a for q in key.questions for a in q.answers if a.unit == "GB")
+    gb = next(a for q in page.key.questions for a in q.answers if a.unit == "GB")
     assert read_value(gb, selftest.harvested("21"))[0] == pytest.approx(21e9)
     assert read_value(gb, selftest.harvested("19.6 GiB"))[0] == pytest.approx(19.6 * 2**30)
     assert read_value(gb, selftest.harvested("2.1×10¹⁰ B"))[0] == pytest.approx(2.1e10)
@@ -144,9 +144,9 @@ def test_unit_table_is_pints():
 def test_page_units_cover_the_answers(page):
     data = json.loads(_public(page.html))
     si = data["units"]["si"]
-    for q in page.key["questions"]:
-        for a in q["answers"]:
-            assert a["si_unit"] in si
+    for q in page.key.questions:
+        for a in q.answers:
+            assert a.si_unit in si
     assert data["units"]["syntax"]["full"] == selftest.SYNTAX["full"]
 
 
@@ -154,13 +154,9 @@ def test_page_units_cover_the_answers(page):
 
 
 def test_tracer_records_branches_and_steps():
-    answer = {
-        "expr": "floor(x) if x > 2 else 2 * x",
-        "formula": None,
-        "args": {},
-        "output": None,
-        "depends_on": ["x"],
-    }
+    answer = SimpleNamespace(
+        expr="floor(x) if x > 2 else 2 * x", formula=None, args={}, output=None
+    )
     guards, leaf = trace_once(answer, {}, {"x": 3.5})
     assert guards == [("(v[0] > 2)", True)]
     assert leaf == ("value", "$.floor(v[0])")
@@ -171,10 +167,9 @@ def test_tracer_records_branches_and_steps():
 
 
 def test_formula_arguments_become_domain_guards(page):
-    key = page.key
-    q = next(q for q in key["questions"] if q["id"] == "parallel/pipeline-sizing")
-    keys = {a["id"]: a for a in q["answers"]}
-    compiled = compile_carried(keys["mem_1f1b"], q["params"], keys)
+    q = next(q for q in page.key.questions if q.id == "parallel/pipeline-sizing")
+    keys = {a.id: a for a in q.answers}
+    compiled = compile_carried(keys["mem_1f1b"], q.params, keys)
     assert compiled.inputs == ("m_min",)
     assert "$.domain(v[0], 1," in compiled.js  # a micro-batch count must be whole
     assert compiled.untraceable == 0 and compiled.paths >= 2
@@ -182,7 +177,7 @@ def test_formula_arguments_become_domain_guards(page):
 
 @pytest.mark.parametrize("aid", ALL)
 def test_every_assignment_builds_and_every_carried_formula_traces(aid):
-    st = selftest.build(assignments.load(aid), selftest.for_seed(2))
+    st = selftest.build(BANK.assignment(aid), selftest.for_seed(2))
     assert st.answers > 0
     assert st.untraceable == 0, f"{aid}: a carried formula the page cannot compute"
     assert len(st.html.encode()) < 1_500_000
@@ -190,18 +185,17 @@ def test_every_assignment_builds_and_every_carried_formula_traces(aid):
 
 def test_compiled_formulas_match_python_at_the_keys(page):
     """A quick Python-side check (the browser tests compare the JavaScript itself):
-    the compiled expressions, read back as Python, give compare.carried_value."""
-    key = parse(page.key, "tdlsm/hw1")
+    the compiled expressions, read back as Python, give the grader's carried value."""
     checked = 0
-    for q_doc, q in zip(page.key["questions"], key.questions, strict=True):
-        keys = {a["id"]: a for a in q_doc["answers"]}
-        for a_doc, a in zip(q_doc["answers"], q.answers, strict=True):
+    for q in page.key.questions:
+        keys = {a.id: a for a in q.answers}
+        for a in q.answers:
             if not (a.ask and a.depends_on):
                 continue
-            compiled = compile_carried(a_doc, q.params, keys)
-            own = {d: keys[d]["value"] * (1.5 if keys[d]["ask"] else 1) for d in a.depends_on}
+            compiled = compile_carried(a, q.params, keys)
+            own = {d: keys[d].value * (1.5 if keys[d].ask else 1) for d in a.depends_on}
             try:
-                want = carried_value(a, q.params, own)
+                want = contract.value(a, {**q.params, **own})
             except (ValueError, ArithmeticError):
                 continue
             got = _eval_js(compiled, own)
@@ -243,11 +237,11 @@ def test_one_file_that_asks_the_network_for_nothing(page):
 
 def test_answers_are_scrambled_not_plain(page):
     html_text = page.html
-    q0 = page.key["questions"][0]
-    assert q0["solution_html"][:60] not in html_text
-    for a in q0["answers"]:
-        for m in a["misconceptions"]:
-            assert m["feedback"][:50] not in html_text
+    q0 = page.key.questions[0]
+    assert q0.solution_html[:60] not in html_text
+    for a in q0.answers:
+        for m in a.misconceptions:
+            assert m.feedback[:50] not in html_text
     # ... but recoverable by anyone with the file, as the page says
     blob = re.search(
         r'<script id="sg-key" type="text/plain" data-k="([0-9a-f]+)">([^<]*)<', html_text
@@ -255,14 +249,14 @@ def test_answers_are_scrambled_not_plain(page):
     mask = bytes.fromhex(blob[1])
     raw = base64.b64decode(blob[2])
     data = json.loads(bytes(b ^ mask[i % len(mask)] for i, b in enumerate(raw)))
-    assert data["questions"][0]["answers"][0]["value"] == q0["answers"][0]["value"]
+    assert data["questions"][0]["answers"][0]["value"] == q0.answers[0].value
     assert "XOR" in html_text and "practice" in html_text
 
 
 def test_duration_is_the_exams_or_two_hours(page):
     assert json.loads(_public(page.html))["minutes"] == 120  # homework: no duration
     for aid in ALL:
-        a = assignments.load(aid)
+        a = BANK.assignment(aid)
         if a.spec.duration_minutes:
             st = selftest.build(a, selftest.for_seed(1))
             assert json.loads(_public(st.html))["minutes"] == a.spec.duration_minutes
@@ -270,9 +264,9 @@ def test_duration_is_the_exams_or_two_hours(page):
 
 
 def test_code_parts_point_to_the_notebook():
-    hw1 = assignments.load("tdlsm/hw1")
+    hw1 = BANK.assignment("tdlsm/hw1")
     st = selftest.build(hw1, selftest.for_seed(1))
-    if not any(q["code"] for q in st.key["questions"]):
+    if not any(q.code for q in st.key.questions):
         pytest.skip("no code part in tdlsm/hw1")
     assert "graded" in st.html and "notebook" in st.html and 'class="part code"' in st.html
 

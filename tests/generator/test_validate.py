@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import shutil
-
 import yaml
 
-from generator import assignment as assignments
-from generator.question import TEMPLATES, load_by_id
+from generator import bank
 from generator.validate import validate
+from tests.banks import copy_bank
+
+BANK = bank.load()
 
 
 def test_every_assignment_validates_for_many_students():
-    for aid in assignments.all_ids():
-        a = assignments.load(aid)
+    for aid in BANK.assignment_ids():
+        a = BANK.assignment(aid)
         for q, r in zip(a.questions, validate(a, 300), strict=True):
             assert r.ok, (aid, r.question, r.failures[:3])
             assert r.variants == 300
@@ -24,7 +24,7 @@ def test_every_assignment_validates_for_many_students():
 
 
 def test_table_statistics_and_symbolic_recomputation():
-    hw1 = assignments.load("tdlsm/hw1")
+    hw1 = BANK.assignment("tdlsm/hw1")
     report = validate(hw1, 50)[0]
     stats = report.answers["states_gb"]
     lo, mid, hi = stats.summary()
@@ -32,18 +32,13 @@ def test_table_statistics_and_symbolic_recomputation():
     assert stats.symbolic == 50  # 16N recomputed through the closed form for every student
 
 
-def test_an_implausible_answer_fails_validation(tmp_path, monkeypatch):
+def test_an_implausible_answer_fails_validation(tmp_path):
     # a question whose plausible range excludes most variants must fail, with the reason
-    shutil.copytree(TEMPLATES, tmp_path / "templates")
-    folder = tmp_path / "templates" / "budgets" / "model-budget"
+    mine = copy_bank(tmp_path)
+    folder = mine.templates / "budgets" / "model-budget"
     spec = yaml.safe_load((folder / "question.yaml").read_text())
     spec["answers"][1]["plausible"] = [0.1, 20]  # GB: most models have more states than that
     (folder / "question.yaml").write_text(yaml.safe_dump(spec))
-    monkeypatch.setattr("generator.question.TEMPLATES", tmp_path / "templates")
-    load_by_id.cache_clear()
-    try:
-        report = validate(assignments.load("tdlsm/hw1"), 30)[0]
-    finally:
-        load_by_id.cache_clear()
+    report = validate(mine.assignment("tdlsm/hw1"), 30)[0]
     assert not report.ok
     assert any("states_gb" in f and "outside the plausible [0.1, 20]" in f for f in report.failures)

@@ -8,7 +8,8 @@ import hmac
 import pytest
 
 import costmodel
-from generator.question import load_by_id
+from contract import Tolerance
+from generator import bank
 from generator.variant import build, seed_for, show_answer, unit_suffix
 
 Q = "budgets/model-budget"
@@ -17,13 +18,13 @@ SECRET = b"a-test-secret-of-32-bytes-length"
 
 def variant(student: str, secret: bytes = SECRET, assignment: str = "hw1"):
     return build(
-        load_by_id(Q),
+        bank.load().question(Q),
         secret=secret,
         course="tdlsm",
         assignment=assignment,
         student=student,
         index=1,
-        default_tolerance={"rel": 0.01},
+        default_tolerance=Tolerance(rel=0.01),
     )
 
 

@@ -1,22 +1,53 @@
-"""Helpers for the tests of the bank's code questions: load a starter/solution function the
-way a notebook cell defines it, grade it with the question's checks, read the properties."""
+"""Helpers for the tests of the bank's code questions: define a starter or reference function
+the way a notebook cell defines it, grade it with the question's checks, read the properties.
+
+A code part has one source, its marked ``solution.py``: the starter and the reference are
+derived from it by :func:`generator.starter.split`, as the engine derives them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from autograder.checks import fraction, run_locally
+from generator.starter import CodeSources, split
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 
-__all__ = ["TEMPLATES", "fraction", "function", "grade", "lost", "names"]
+__all__ = [
+    "TEMPLATES",
+    "define",
+    "fraction",
+    "function",
+    "grade",
+    "lost",
+    "names",
+    "sources",
+    "starter",
+]
+
+
+def sources(folder: Path, solution: str = "solution.py") -> CodeSources:
+    """The starter and the reference derived from the marked ``folder/solution``."""
+    path = folder / solution
+    return split(path.read_text(encoding="utf-8"), str(path))
+
+
+def define(source: str, where: str, name: str):
+    """The function ``name`` of ``source``, as a notebook cell holding ``source`` defines it."""
+    ns: dict = {"__name__": "notebook_cell"}  # not "__main__": the file's demo stays off
+    exec(compile(source, where, "exec"), ns)
+    return ns[name]
 
 
 def function(folder: Path, file: str, name: str):
-    """The function ``name`` of a starter or solution file, as a notebook cell defines it."""
-    ns: dict = {"__name__": "notebook_cell"}  # not "__main__": the file's demo stays off
-    exec(compile((folder / file).read_text(encoding="utf-8"), str(folder / file), "exec"), ns)
-    return ns[name]
+    """The function ``name`` of the reference derived from ``folder/file`` (markers removed)."""
+    return define(sources(folder, file).solution, str(folder / file), name)
+
+
+def starter(folder: Path, name: str, solution: str = "solution.py"):
+    """The function ``name`` of the starter derived from ``folder/solution``: what the student
+    gets."""
+    return define(sources(folder, solution).starter, f"{folder / solution} (starter)", name)
 
 
 def grade(folder: Path, fn, seed: int, params: dict | None = None) -> list[dict]:

@@ -22,8 +22,16 @@ import pytest
 import torch
 from torch import nn
 
-from autograder.checks import grade_function, run_locally
-from tests.templates.codecheck import TEMPLATES, fraction, function, grade, lost, names
+from autograder.checks import load_checks, run_locally
+from tests.templates.codecheck import (
+    TEMPLATES,
+    fraction,
+    function,
+    grade,
+    lost,
+    names,
+    starter,
+)
 
 LORA = TEMPLATES / "adaptation" / "lora-code"
 QUANT = TEMPLATES / "inference" / "group-quantization-code"
@@ -35,7 +43,7 @@ GARBAGE = [None, {}, [], "x", {"start": 3, "forward": "x", "fit": [], "main": {"
 
 def probe_result(folder, fn, seed: int, checks: str = "checks.py"):
     """The probe's result exactly as the sandbox would send it (strict JSON)."""
-    module = grade_function(folder / checks).__globals__
+    module = load_checks(folder, checks).grade.__globals__
     return json.loads(json.dumps(module["probe"](fn, seed, {}), allow_nan=False))
 
 
@@ -44,7 +52,7 @@ def messages(props: list[dict]) -> str:
 
 
 def assert_garbage_scores_zero(folder, checks: str = "checks.py"):
-    grade_fn = grade_function(folder / checks)
+    grade_fn = load_checks(folder, checks).grade
     for junk in GARBAGE:
         props = grade_fn(junk, 11, {})
         assert props and all(p["score"] == 0 for p in props), junk
@@ -131,7 +139,7 @@ def test_lora_reference_scores_full_marks_and_the_same_twice(seed):
 
 
 def test_lora_starter_scores_zero():
-    props = grade(LORA, function(LORA, "starter.py", "LoRALinear"), 11)
+    props = grade(LORA, starter(LORA, "LoRALinear"), 11)
     assert fraction(props) == 0
     assert "NotImplementedError" in props[0]["message"]
 
@@ -239,7 +247,7 @@ def test_quant_reference_scores_full_marks_and_the_same_twice(seed):
 
 
 def test_quant_starter_scores_zero():
-    props = grade(QUANT, function(QUANT, "starter.py", "quantize_groups"), 11)
+    props = grade(QUANT, starter(QUANT, "quantize_groups"), 11)
     assert fraction(props) == 0
 
 
@@ -331,7 +339,7 @@ def test_pass_at_k_reference_scores_full_marks_and_the_same_twice(seed):
 
 
 def test_pass_at_k_starter_scores_zero():
-    assert fraction(grade(PASSK, function(PASSK, "starter.py", "pass_at_k"), 11)) == 0
+    assert fraction(grade(PASSK, starter(PASSK, "pass_at_k"), 11)) == 0
 
 
 @pytest.mark.parametrize(
@@ -402,7 +410,7 @@ def test_vote_reference_scores_full_marks_and_the_same_twice(seed):
 
 
 def test_vote_starter_scores_zero():
-    assert fraction(vote(function(PASSK, "vote_starter.py", "majority_vote"), 11)) == 0
+    assert fraction(vote(starter(PASSK, "majority_vote", "vote_solution.py"), 11)) == 0
 
 
 @pytest.mark.parametrize(
@@ -572,7 +580,7 @@ def test_calculator_reference_scores_full_marks_and_the_same_twice(seed):
 
 
 def test_calculator_starter_scores_zero():
-    assert fraction(grade(CALC, function(CALC, "starter.py", "calculator"), 11)) == 0
+    assert fraction(grade(CALC, starter(CALC, "calculator"), 11)) == 0
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import grade_function, grade_result, load_checks
+from autograder.checks import grade_result, load_checks
 from costmodel.diffusion import ddpm_sample_std
-from tests.templates.codecheck import TEMPLATES, fraction, function, grade, lost, names
+from tests.templates.codecheck import (
+    TEMPLATES,
+    define,
+    fraction,
+    function,
+    grade,
+    lost,
+    names,
+    sources,
+    starter,
+)
 
 DDPM = TEMPLATES / "diffusion" / "ddpm-sampler-code"
 BANDIT = TEMPLATES / "rl" / "bandit-baseline-code"
@@ -35,15 +45,13 @@ GARBAGE = [
 ]
 
 
-def cell(folder, name: str, old: str = "", new: str = "", file: str = "solution.py"):
-    """The function ``name`` of ``file`` with ``old`` replaced by ``new``, defined as a
+def cell(folder, name: str, old: str = "", new: str = ""):
+    """The function ``name`` of the reference with ``old`` replaced by ``new``, defined as a
     notebook cell defines it: in a fresh namespace, next to the cell's other functions."""
-    source = (folder / file).read_text(encoding="utf-8")
+    source = sources(folder).solution
     if old:
         assert source.count(old) == 1, old
-    ns: dict = {"__name__": "notebook_cell"}
-    exec(compile(source.replace(old, new, 1), str(folder / file), "exec"), ns)
-    return ns[name]
+    return define(source.replace(old, new, 1), str(folder / "solution.py"), name)
 
 
 def messages(props: list[dict]) -> str:
@@ -53,7 +61,7 @@ def messages(props: list[dict]) -> str:
 @pytest.mark.parametrize("folder", [DDPM, BANDIT, CONV])
 @pytest.mark.parametrize("garbage", GARBAGE)
 def test_grade_on_garbage_scores_zero_without_crashing(folder, garbage):
-    props = grade_result(grade_function(folder / "checks.py"), garbage, 5, {})
+    props = grade_result(load_checks(folder, "checks.py").grade, garbage, 5, {})
     assert props and all(p["score"] == 0 for p in props)
 
 
@@ -78,7 +86,7 @@ def test_ddpm_reference_scores_full_marks_and_the_same_twice(seed):
 
 
 def test_ddpm_starter_scores_zero():
-    assert fraction(grade(DDPM, cell(DDPM, "ddpm_sample", file="starter.py"), 3)) == 0
+    assert fraction(grade(DDPM, starter(DDPM, "ddpm_sample"), 3)) == 0
 
 
 @pytest.mark.parametrize(
@@ -190,7 +198,7 @@ def test_bandit_reference_scores_full_marks_and_the_same_twice(seed):
 
 
 def test_bandit_starter_scores_zero():
-    assert fraction(grade(BANDIT, function(BANDIT, "starter.py", "reinforce_estimates"), 3)) == 0
+    assert fraction(grade(BANDIT, starter(BANDIT, "reinforce_estimates"), 3)) == 0
 
 
 @pytest.mark.parametrize(
@@ -284,7 +292,7 @@ def test_conv_grader_reference_is_torch_circular_conv2d():
 
 
 def test_conv_starter_scores_zero():
-    assert fraction(grade(CONV, function(CONV, "starter.py", "circular_conv2d"), 3)) == 0
+    assert fraction(grade(CONV, starter(CONV, "circular_conv2d"), 3)) == 0
 
 
 @pytest.mark.parametrize(

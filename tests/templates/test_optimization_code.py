@@ -14,8 +14,16 @@ import math
 import numpy as np
 import pytest
 
-from autograder.checks import grade_function, load_checks
-from tests.templates.codecheck import TEMPLATES, fraction, function, grade, lost, names
+from autograder.checks import load_checks
+from tests.templates.codecheck import (
+    TEMPLATES,
+    fraction,
+    function,
+    grade,
+    lost,
+    names,
+    starter,
+)
 
 EF = TEMPLATES / "optimization" / "error-feedback-code"
 LOCAL = TEMPLATES / "optimization" / "local-sgd-code"
@@ -82,7 +90,7 @@ def test_ef_reference_scores_full_marks_and_the_same_twice(seed):
 
 
 def test_ef_starter_scores_zero():
-    props = grade(EF, function(EF, "starter.py", "topk_ef_step"), 3)
+    props = grade(EF, starter(EF, "topk_ef_step"), 3)
     assert fraction(props) == 0
     assert "NotImplementedError" in props[0]["message"]
 
@@ -199,7 +207,7 @@ def test_local_reference_scores_full_marks_and_the_same_twice(seed):
 
 
 def test_local_starter_scores_zero():
-    props = grade(LOCAL, function(LOCAL, "starter.py", "local_sgd"), 3)
+    props = grade(LOCAL, starter(LOCAL, "local_sgd"), 3)
     assert fraction(props) == 0
     assert "NotImplementedError" in props[0]["message"]
 
@@ -287,7 +295,7 @@ def test_gossip_reference_scores_full_marks_and_the_same_twice(seed):
 
 
 def test_gossip_starter_scores_zero():
-    props = grade(GOSSIP, function(GOSSIP, "starter.py", "gossip"), 3)
+    props = grade(GOSSIP, starter(GOSSIP, "gossip"), 3)
     assert fraction(props) == 0
     assert "NotImplementedError" in props[0]["message"]
 
@@ -338,7 +346,7 @@ def test_gossip_cases_separate_the_bound_from_the_simulation():
 @pytest.mark.parametrize("folder", [EF, LOCAL, GOSSIP])
 @pytest.mark.parametrize("result", GARBAGE)
 def test_grade_of_garbage_scores_zero_without_crashing(folder, result):
-    props = grade_function(folder / "checks.py")(result, 3, {})
+    props = load_checks(folder, "checks.py").grade(result, 3, {})
     assert props and all(p["score"] == 0 for p in props)
 
 
@@ -352,5 +360,5 @@ def test_grade_of_garbage_scores_zero_without_crashing(folder, result):
 )
 def test_probe_results_are_plain_json(folder, name, bad):
     module = load_checks(folder, "checks.py").module
-    for fn in (function(folder, "solution.py", name), bad, function(folder, "starter.py", name)):
+    for fn in (function(folder, "solution.py", name), bad, starter(folder, name)):
         json.dumps(module.probe(fn, 3, {}), allow_nan=False)

@@ -20,10 +20,18 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
-from autograder.checks import grade_function, grade_result, load_checks
+from autograder.checks import grade_result, load_checks
 from costmodel.memory import layer_forward_calls
 from costmodel.parallel import sum_loss_gradient_factor
-from tests.templates.codecheck import TEMPLATES, fraction, function, grade, lost, names
+from tests.templates.codecheck import (
+    TEMPLATES,
+    fraction,
+    function,
+    grade,
+    lost,
+    names,
+    starter,
+)
 
 ATTENTION = TEMPLATES / "systems" / "online-softmax-code"
 CHECKPOINT = TEMPLATES / "memory" / "checkpointing-code"
@@ -75,7 +83,7 @@ def test_reference_scores_full_marks_and_the_same_twice(folder, seed):
 
 @pytest.mark.parametrize("folder", list(QUESTIONS))
 def test_starter_scores_zero(folder):
-    props = grade(folder, function(folder, "starter.py", QUESTIONS[folder]), 1)
+    props = grade(folder, starter(folder, QUESTIONS[folder]), 1)
     assert fraction(props) == 0
     assert "NotImplementedError" in messages(props)
 
@@ -83,7 +91,7 @@ def test_starter_scores_zero(folder):
 @pytest.mark.parametrize("folder", list(QUESTIONS))
 @pytest.mark.parametrize("garbage", GARBAGE)
 def test_grade_on_garbage_scores_zero_without_crashing(folder, garbage):
-    props = grade_result(grade_function(folder / "checks.py"), garbage, 1, {})
+    props = grade_result(load_checks(folder, "checks.py").grade, garbage, 1, {})
     assert props and all(p["score"] == 0 for p in props)
 
 
@@ -390,12 +398,11 @@ def test_tp_rank_that_skips_the_all_reduce_does_not_hang_the_others():
 
 def test_tp_starter_simulate_reproduces_the_notes_example():
     """§3.3's code: b = 8, d = 64, t = 4; the sum of the partial outputs is the full MLP."""
-    ns: dict = {"__name__": "notebook_cell"}
-    exec((TP / "solution.py").read_text(encoding="utf-8"), ns)
+    simulate = starter(TP, "simulate")
     torch.manual_seed(0)
     x = torch.randn(8, 64)
     w1, w2 = torch.randn(64, 256) / 8, torch.randn(256, 64) / 16
-    outputs, calls = ns["simulate"](ns["tp_mlp_forward"], x, w1, w2, 4)
+    outputs, calls = simulate(function(TP, "solution.py", "tp_mlp_forward"), x, w1, w2, 4)
     assert all(torch.allclose(y, F.gelu(x @ w1) @ w2, atol=1e-5) for y in outputs)
     assert calls == [[(8, 64)]] * 4
 

@@ -1,4 +1,4 @@
-"""A LoRA layer, the reference (000 §5.2; 001 ch. 0, LoRA in five lines; Hu et al. 2022).
+"""A LoRA layer (000 §5.2; 001 ch. 0, LoRA in five lines; Hu et al. 2022).
 
 ``LoRALinear(base, r, alpha)`` wraps a pretrained ``nn.Linear`` (weight W₀ of shape
 d_out × d_in, bias b) and learns a low-rank correction of its weight:
@@ -31,6 +31,7 @@ class LoRALinear(nn.Module):
 
     def __init__(self, base: nn.Linear, r: int, alpha: float):
         super().__init__()
+        ### BEGIN SOLUTION your LoRA layer here: self.base, self.A, self.B
         self.base = base
         for p in self.base.parameters():
             p.requires_grad_(False)  # W0 and b frozen: no gradient, no Adam state
@@ -39,9 +40,12 @@ class LoRALinear(nn.Module):
         self.A = nn.Parameter(torch.randn(r, d_in, **kw) / d_in**0.5)  # (r, d_in), random
         self.B = nn.Parameter(torch.zeros(d_out, r, **kw))  # (d_out, r), zero: starts at W0
         self.scale = alpha / r
+        ### END SOLUTION
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ### BEGIN SOLUTION base(x) + (alpha / r) B A x
         return self.base(x) + self.scale * (x @ self.A.T) @ self.B.T  # (..., d_out)
+        ### END SOLUTION
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""A calculator tool for an agent, the reference (000 §7.1, §7.4 (agent loop code)).
+"""A calculator tool for an agent (000 §7.1, §7.4 (agent loop code)).
 
 ``calculator(expression)`` evaluates an integer expression written by a language model:
 integer literals, binary ``+``, ``-``, ``*``, unary minus and parentheses, with the usual
@@ -19,9 +19,24 @@ that no ``eval``, ``exec`` or ``compile`` runs during the calls.
 
 from __future__ import annotations
 
-import ast
-import operator
+import ast  # ast.parse builds a syntax tree without running anything
+import operator  # operator.add, operator.sub, operator.mul
 
+
+def calculator(expression: str) -> int:
+    """The value of an integer + − * expression; ValueError on anything else, never eval()."""
+    ### BEGIN SOLUTION your calculator here
+    if not isinstance(expression, str):
+        raise ValueError("the expression must be a string")
+    try:
+        tree = ast.parse(expression, mode="eval")  # a syntax tree: nothing is executed
+        return _evaluate(tree.body)
+    except (SyntaxError, RecursionError, MemoryError) as err:  # malformed, too deep
+        raise ValueError(f"cannot evaluate the expression: {type(err).__name__}") from None
+    ### END SOLUTION
+
+
+### BEGIN SOLUTION
 OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
 
 
@@ -35,17 +50,7 @@ def _evaluate(node: ast.AST) -> int:
     raise ValueError(f"unsupported expression: {type(node).__name__}")
 
 
-def calculator(expression: str) -> int:
-    """The value of an integer + − * expression; ValueError on anything else, never eval()."""
-    if not isinstance(expression, str):
-        raise ValueError("the expression must be a string")
-    try:
-        tree = ast.parse(expression, mode="eval")  # a syntax tree: nothing is executed
-        return _evaluate(tree.body)
-    except (SyntaxError, RecursionError, MemoryError) as err:  # malformed, too deep
-        raise ValueError(f"cannot evaluate the expression: {type(err).__name__}") from None
-
-
+### END SOLUTION
 if __name__ == "__main__":
     print(calculator("2 + 3 * (4 - 6)"))  # -4
     print(calculator("-17 - 25"))  # -42: the agent's running total may be negative

@@ -1,4 +1,4 @@
-"""The unbiased pass@k estimator, the reference (000 §7.3, Proposition 7.5; Chen et al. 2021).
+"""The unbiased pass@k estimator (000 §7.3, Proposition 7.5; Chen et al. 2021).
 
 ``pass_at_k(n, c, k)``: from n sampled answers of which c are right, the probability that
 k of them drawn without replacement contain at least one right answer,
@@ -19,11 +19,12 @@ c ~ Binomial(n, p), the estimator averages to 1 − (1 − p)^k.
 
 from __future__ import annotations
 
-import math
+import math  # math.prod, math.comb
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """1 − C(n − c, k)/C(n, k), as a product of min(c, k) factors in (0, 1]."""
+    ### BEGIN SOLUTION your unbiased pass@k here
     if n - c < k:
         return 1.0  # every k-subset holds a right answer
     if c <= k:
@@ -31,6 +32,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     else:
         ratio = math.prod((n - c - j) / (n - j) for j in range(k))
     return 1.0 - ratio
+    ### END SOLUTION
 
 
 if __name__ == "__main__":

@@ -1,5 +1,4 @@
-"""Majority (plurality) voting over sampled answers, the reference (000 §7.2, Theorem 7.4,
-Exercise 14).
+"""Majority (plurality) voting over sampled answers (000 §7.2, Theorem 7.4, Exercise 14).
 
 ``majority_vote(answers, rng)`` returns the most common answer of the list ``answers``
 (strings or integers).  When several answers share the highest count, it picks one of
@@ -21,10 +20,12 @@ import numpy as np
 
 def majority_vote(answers: list, rng: np.random.Generator):
     """The most common answer; ties broken uniformly at random with ``rng``."""
+    ### BEGIN SOLUTION your majority vote here
     counts = Counter(answers)
     top = max(counts.values())
     tied = [a for a, n in counts.items() if n == top]  # in order of first appearance
     return tied[0] if len(tied) == 1 else tied[int(rng.integers(len(tied)))]
+    ### END SOLUTION
 
 
 if __name__ == "__main__":

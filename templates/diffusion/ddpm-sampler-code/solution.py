@@ -1,4 +1,4 @@
-"""A DDPM sampler on 2-D Gaussian data, the reference (001 §7.3, def. 7.10 and 7.13, Ex. 9).
+"""A DDPM sampler on 2-D Gaussian data (001 §7.3, def. 7.10 and 7.13, Ex. 9).
 
 Forward process (def. 7.10): x_t = √ᾱ_t x_0 + √(1 − ᾱ_t) ε, with α_t = 1 − β_t and
 ᾱ_t = α_1 α_2 ⋯ α_t.  For data x_0 ~ N(0, s² I) the best noise predictor is linear:
@@ -36,11 +36,14 @@ import numpy as np
 
 def optimal_eps(x_t: np.ndarray, alpha_bar_t: float, s: float) -> np.ndarray:
     """ε*(x_t) = E[ε | x_t] = √(1 − ᾱ_t) x_t / (ᾱ_t s² + 1 − ᾱ_t) for data N(0, s² I)."""
+    ### BEGIN SOLUTION your optimal noise predictor here
     return np.sqrt(1 - alpha_bar_t) * x_t / (alpha_bar_t * s**2 + 1 - alpha_bar_t)
+    ### END SOLUTION
 
 
 def ddpm_sample(eps_fn, betas: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """n samples of the ancestral sampler (def. 7.13) with σ_t² = β_t, as an (n, 2) array."""
+    ### BEGIN SOLUTION your DDPM sampler here
     betas = np.asarray(betas, dtype=np.float64)  # betas[t - 1] = β_t
     alphas = 1.0 - betas
     alpha_bars = np.cumprod(alphas)  # ᾱ_t = α_1 ⋯ α_t, not α_t
@@ -52,6 +55,7 @@ def ddpm_sample(eps_fn, betas: np.ndarray, n: int, rng: np.random.Generator) -> 
         if t > 1:  # the last step returns the mean
             x = x + np.sqrt(beta) * rng.standard_normal((n, 2))
     return x
+    ### END SOLUTION
 
 
 if __name__ == "__main__":

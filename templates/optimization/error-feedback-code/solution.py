@@ -1,4 +1,4 @@
-"""Top-k sparsification with error feedback, the reference (000 §4.2, Theorem 4.8, Code 4.9).
+"""Top-k sparsification with error feedback (000 §4.2, Theorem 4.8, Code 4.9).
 
 Each worker sends only k of the d coordinates of its update.  Top-k keeps the k entries of
 largest magnitude; it is biased, and used alone it stalls.  Error feedback keeps in a memory
@@ -30,11 +30,13 @@ import numpy as np
 
 def topk_ef_step(grad: np.ndarray, memory: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Send the k largest |grad + memory|; keep the rest in the memory."""
+    ### BEGIN SOLUTION your top-k with error feedback here
     v = np.asarray(memory, dtype=np.float64) + np.asarray(grad, dtype=np.float64)
     compressed = np.zeros_like(v)
     idx = np.argpartition(np.abs(v), -k)[-k:]  # the k largest magnitudes, in any order
     compressed[idx] = v[idx]
     return compressed, v - compressed  # nothing lost: compressed + memory = grad + old memory
+    ### END SOLUTION
 
 
 def train(step, eta: float = 0.05, steps: int = 300, k: int = 5, seed: int = 0) -> float:

@@ -1,4 +1,4 @@
-"""Gossip averaging, the reference (000 §4.4, Proposition 4.14, Example 4.15, Exercise 10).
+"""Gossip averaging (000 §4.4, Proposition 4.14, Example 4.15, Exercise 10).
 
 p workers hold one number each (the vector x, x[i] on worker i) and average them without
 an all-reduce: each round, every worker replaces its value by a weighted average of its
@@ -45,6 +45,7 @@ import numpy as np
 
 def gossip(adjacency, x, eps: float):
     """Metropolis gossip matrix, its λ, and the rounds x ← W x to shrink ‖x − x̄‖ by 1/ε."""
+    ### BEGIN SOLUTION your gossip here
     adj = np.asarray(adjacency, dtype=np.float64)
     deg = adj.sum(axis=1)
     W = adj / (1 + np.maximum.outer(deg, deg))  # 1/(1 + max(deg_i, deg_j)) on each edge
@@ -56,6 +57,7 @@ def gossip(adjacency, x, eps: float):
     while np.linalg.norm(x - x.mean()) > eps * start:
         x, rounds = W @ x, rounds + 1
     return W, lam, rounds, x
+    ### END SOLUTION
 
 
 if __name__ == "__main__":  # Exercise 10: p = 16, ring against 4 × 4 torus

@@ -1,4 +1,4 @@
-"""Local SGD, the reference (000 §4.3, local SGD and DiLoCo).
+"""Local SGD (000 §4.3, local SGD and DiLoCo).
 
 p workers start from the same model x0.  Each takes local SGD steps on its own data,
 x_i ← x_i − η g_i(x_i), and every H steps they average their models in one communication
@@ -37,6 +37,7 @@ import numpy as np
 
 def local_sgd(grads, x0, lr: float, steps: int, H: int, average) -> list[np.ndarray]:
     """T local steps on every worker, with one averaging round after every H of them."""
+    ### BEGIN SOLUTION your local SGD here
     xs = [np.array(x0, dtype=np.float64) for _ in grads]  # one copy per worker
     for t in range(1, steps + 1):
         xs = [x - lr * np.asarray(g(x), dtype=np.float64) for x, g in zip(xs, grads, strict=True)]
@@ -44,6 +45,7 @@ def local_sgd(grads, x0, lr: float, steps: int, H: int, average) -> list[np.ndar
             avg = np.asarray(average(xs), dtype=np.float64)
             xs = [avg.copy() for _ in grads]
     return xs
+    ### END SOLUTION
 
 
 if __name__ == "__main__":  # the example of §4.3: 8 workers, least squares, d = 20

@@ -1,4 +1,4 @@
-"""Gradient accumulation, the reference (000 §1.5, Proposition 1.10, Exercise 6).
+"""Gradient accumulation (000 §1.5, Proposition 1.10, Exercise 6).
 
 ``model`` is a torch.nn.Module, ``x`` and ``y`` a batch of B examples (first dimension B)
 and ``loss_fn(pred, y)`` returns the loss of each example, a 1-D tensor: the training
@@ -27,10 +27,12 @@ import torch
 
 def accumulate_gradients(model, loss_fn, x: torch.Tensor, y: torch.Tensor, accumulation_steps: int):
     """Leave in .grad the gradient of the batch's mean loss, one micro-batch at a time."""
+    ### BEGIN SOLUTION your gradient accumulation here
     k = accumulation_steps
     for x_micro, y_micro in zip(x.chunk(k), y.chunk(k), strict=True):
         loss = loss_fn(model(x_micro), y_micro).mean() / k  # a mean, divided by k
         loss.backward()  # adds this micro-batch's share; its graph is freed
+    ### END SOLUTION
 
 
 if __name__ == "__main__":

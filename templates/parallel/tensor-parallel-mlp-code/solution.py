@@ -1,4 +1,4 @@
-"""The tensor-parallel MLP of Megatron-LM, one rank at a time, the reference (000 §3.3).
+"""The tensor-parallel MLP of Megatron-LM, one rank at a time (000 §3.3).
 
 The MLP of a transformer block is Y = GeLU(X W₁) W₂, with X of shape (b, d), W₁ of shape
 (d, h) and W₂ of shape (h, d), h = 4d.  Tensor parallelism over t ranks (Shoeybi et al.,
@@ -36,10 +36,12 @@ def tp_mlp_forward(
     x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, rank: int, t: int, all_reduce
 ) -> torch.Tensor:
     """Rank ``rank`` of ``t``: its partial GeLU(X A_r) B_r, summed over ranks by one all-reduce."""
+    ### BEGIN SOLUTION your tensor-parallel MLP here
     a_r = w1.chunk(t, dim=1)[rank]  # (d, h/t): column split
     b_r = w2.chunk(t, dim=0)[rank]  # (h/t, d): row split, the same hidden units
     partial = F.gelu(x @ a_r) @ b_r  # (b, d): this rank's share of the output
     return all_reduce(partial)  # one all-reduce of b·d values
+    ### END SOLUTION
 
 
 def simulate(fn, x, w1, w2, t: int, timeout: float = 10.0):

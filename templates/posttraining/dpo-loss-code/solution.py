@@ -1,4 +1,4 @@
-"""The DPO loss, the reference (000 §5.5, Theorem 5.9).
+"""The DPO loss (000 §5.5, Theorem 5.9).
 
 Each argument is a 1-D tensor of B log-probabilities, one per preference pair: the sum
 over the answer's tokens of log π(token | prefix), for the preferred answer y_w (chosen)
@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
+import torch.nn.functional as F  # you may want F.logsigmoid
 
 
 def dpo_loss(
@@ -29,10 +29,12 @@ def dpo_loss(
     beta: float,
 ) -> torch.Tensor:
     """Mean over the batch of −log σ(u); u = β(chosen log-ratio − rejected log-ratio)."""
+    ### BEGIN SOLUTION your DPO loss here
     u = beta * (
         (policy_chosen_logps - ref_chosen_logps) - (policy_rejected_logps - ref_rejected_logps)
     )
     return -F.logsigmoid(u).mean()  # log σ(u) = −softplus(−u): finite for any u
+    ### END SOLUTION
 
 
 if __name__ == "__main__":

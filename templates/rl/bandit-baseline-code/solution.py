@@ -1,5 +1,5 @@
-"""REINFORCE with a constant baseline on a two-armed bandit, the reference (001 §7.2,
-example 7.6, Ex. 10).
+"""REINFORCE with a constant baseline on a two-armed bandit (001 §7.2, example 7.6,
+Ex. 10).
 
 The policy plays the rewarded action a = 1 with probability σ = σ(θ) = 1/(1 + e^(−θ)) and
 the other action a = 0 with probability 1 − σ; the reward is R = 1 for a = 1, R = 0
@@ -32,11 +32,13 @@ import numpy as np
 
 def reinforce_estimates(theta: float, b: float, n: int, rng: np.random.Generator) -> np.ndarray:
     """n REINFORCE estimates (R − b) ∂_θ log π_θ(a) of the bandit's gradient σ(1 − σ)."""
+    ### BEGIN SOLUTION your REINFORCE estimator here
     sigma = 1 / (1 + math.exp(-theta))
     actions = (rng.random(n) < sigma).astype(np.float64)  # a = 1 with probability σ(θ)
     rewards = actions  # R = 1 for the rewarded action, 0 for the other
     score = actions - sigma  # ∂_θ log π_θ(a): 1 − σ for a = 1, −σ for a = 0
     return (rewards - b) * score
+    ### END SOLUTION
 
 
 if __name__ == "__main__":

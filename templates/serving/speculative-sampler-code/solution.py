@@ -1,4 +1,4 @@
-"""One step of speculative sampling, the reference (000 §6.4, Theorem 6.11).
+"""One step of speculative sampling (000 §6.4, Theorem 6.11).
 
 A draft model proposes a token x ~ q; the target model, whose distribution is p, keeps it
 with probability min(1, p(x)/q(x)).  After a rejection, a token is drawn from the residual
@@ -26,11 +26,13 @@ import numpy as np
 
 def speculative_step(p: np.ndarray, q: np.ndarray, rng: np.random.Generator) -> tuple[int, bool]:
     """Draft x ~ q, keep it with probability min(1, p(x)/q(x)), else sample the residual."""
+    ### BEGIN SOLUTION your speculative sampler here
     x = int(rng.choice(len(q), p=q))  # the draft's proposal
     if rng.random() < min(1.0, p[x] / q[x]):
         return x, True
     residual = np.maximum(p - q, 0.0)  # the mass the draft under-samples
     return int(rng.choice(len(p), p=residual / residual.sum())), False
+    ### END SOLUTION
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Attention by blocks of keys with the online softmax, the reference (000 §2.3, Proposition 2.4).
+"""Attention by blocks of keys with the online softmax (000 §2.3, Proposition 2.4).
 
 ``q`` is an (m, d) tensor of queries, ``k`` an (n, d) tensor of keys and ``v`` an (n, d_v)
 tensor of values, all float64.  The function returns the (m, d_v) tensor
@@ -27,7 +27,7 @@ attention kernel (F.scaled_dot_product_attention): that is what you are writing.
 
 from __future__ import annotations
 
-import math
+import math  # you may want math.sqrt and math.inf
 
 import torch
 
@@ -36,6 +36,7 @@ def online_softmax_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block: int
 ) -> torch.Tensor:
     """softmax(q kᵀ/√d) v, one block of ``block`` keys at a time (Proposition 2.4)."""
+    ### BEGIN SOLUTION your online-softmax attention here
     n_queries, d = q.shape
     m = torch.full((n_queries, 1), -math.inf, dtype=q.dtype)  # running max of the scores
     ell = torch.zeros((n_queries, 1), dtype=q.dtype)  # running sum of exp(score − m)
@@ -49,6 +50,7 @@ def online_softmax_attention(
         o = scale * o + p @ v[j : j + block]
         m = m_new
     return o / ell
+    ### END SOLUTION
 
 
 if __name__ == "__main__":

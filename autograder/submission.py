@@ -1,0 +1,84 @@
+"""One submission, from notebook to result: the pipeline every entry point runs.
+
+The local batch, Gradescope's ``run_autograder``, nbgrader's ``grade --nbgrader`` and a
+Dask cluster all call :func:`grade_one`.  Each entry point says who submitted (a folder
+name, a Gradescope account on the roster, nbgrader's student); the notebook's own
+metadata says whom it was released to.  When the two differ, the notebook is graded as
+the student who submitted it, with that student's numbers, and the mismatch is recorded
+(``released_to``) and shown in their feedback and the instructor's report.  The id in a
+notebook's metadata is never trusted to choose a key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Protocol
+
+from autograder.grade import StudentResult, copy_signals, grade_harvest
+from autograder.keys import Keys
+from autograder.sandbox import Outcome, Plan
+from contract import Key
+
+MAX_NOTEBOOK_BYTES = 32 * 2**20  # what is read of a notebook's metadata, in the grader
+
+
+class Runner(Protocol):
+    """Runs one submission in the sandbox: a local ``Sandbox``, or a
+    ``distributed.DaskRunner`` that runs the same sandbox on a Dask cluster's workers."""
+
+    def run(self, notebook: Path, plan: Plan) -> Outcome: ...
+
+
+def content_hash(notebook: Path) -> str:
+    return hashlib.sha256(notebook.read_bytes()).hexdigest()
+
+
+def released_to(notebook: Path) -> str | None:
+    """The student id a notebook was released to (its ScaleGrade metadata), if readable.
+
+    Plain JSON is parsed; nothing in the notebook is run here.
+    """
+    try:
+        if notebook.stat().st_size > MAX_NOTEBOOK_BYTES:
+            return None
+        doc = json.loads(notebook.read_text(encoding="utf-8"))
+        sid = doc["metadata"]["scalegrade"]["student_id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return sid if isinstance(sid, str) else None
+
+
+def grade_one(
+    key: Key,
+    notebook: Path | None,
+    *,
+    keys: Keys,
+    runner: Runner,
+    reveal: bool,
+    others: dict[str, Key] | None = None,
+) -> StudentResult:
+    """Grade ``notebook``, submitted by ``key``'s student, against ``key``.
+
+    ``notebook`` None: nothing was submitted (0 points, free-response parts pending).
+    ``others``: the other students' keys, for copy signals (a wrong answer that is another
+    student's key).  A notebook that cannot be read or run is this result's error.
+    """
+    rules = dict(policy=keys.release.policy, checks=keys.checks, reveal=reveal)
+    if notebook is None:
+        return grade_harvest(key, None, error=f"no {keys.release.notebook} submitted", **rules)
+    try:
+        digest = content_hash(notebook)
+    except OSError as err:
+        return grade_harvest(key, None, error=f"{notebook}: cannot read ({err.strerror})", **rules)
+    outcome = runner.run(notebook, keys.plan(key))
+    result = grade_harvest(key, outcome.harvest, error=outcome.error, **rules)
+    result.content_hash = digest
+    result.seconds = outcome.seconds
+    result.isolation = outcome.isolation
+    owner = released_to(notebook)
+    result.released_to = owner if owner and owner != key.student.id else None
+    if others:
+        result.copy_signals = copy_signals(result, key, others)
+    return result
