@@ -5,18 +5,22 @@ sandbox.  Units are read with pint (``"21 GB"``, ``"19.6 GiB"``, ``"8.8 days"``;
 number is in the unit the question asks), then: within tolerance of the key → correct;
 within tolerance of a declared misconception → its feedback (and any partial credit);
 consistent with the student's own earlier answers (error carried forward) → the
-policy's share of the points, unless those earlier answers are implausible.
+policy's share of the points, when the carrying is work: the earlier answers are
+plausible slips (:func:`contract.plausible`), the formula does not just hand back an
+earlier answer, and the question's answers are the student's (:func:`shows_work`).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import contract
 import costmodel
-from contract import Answer, plausible, unit_factor, within
+from contract import Answer, plausible, readings, unit_factor, within
+from contract.answers import LEADING_NUMBER
 from costmodel.units import UnitError, sci, to_si
 
 
@@ -55,13 +59,26 @@ def read_value(a: Answer, harvested: dict[str, Any]) -> tuple[float | None, str]
         return value * unit_factor(a.unit, a.si_unit), ""
     if kind == "string":
         text = str(harvested["value"]).strip()
+        texts = readings(text)
+        if not texts:
+            return None, (
+                f"unreadable:cannot read {text!r}: write decimals with a point (or one decimal "
+                "comma), and commas only between groups of three digits"
+            )
         try:
-            if a.unit:
-                value = _read_with_unit(text, a)
-            else:
-                value = to_si(text, a.si_unit)
+            values = [_read_with_unit(t, a) if a.unit else to_si(t, a.si_unit) for t in texts]
         except UnitError as err:
             return None, f"wrong_unit:{err}"
+        if len(values) > 1:  # 1,234: thousands or a decimal comma, by what is plausible
+            fitting = [v for v in values if plausible(v, a)]
+            if len(fitting) != 1:
+                plain, decimal = (re.match(LEADING_NUMBER, t)[0] for t in texts)
+                return None, (
+                    f"unreadable:{text!r} can be read as {plain} or as {decimal}: write "
+                    f"{plain} without the comma, or {decimal} with a decimal point"
+                )
+            values = fitting
+        value = values[0]
         if not math.isfinite(value):
             return None, "unreadable:not a finite number"
         return value, ""
@@ -74,7 +91,7 @@ def read_value(a: Answer, harvested: dict[str, Any]) -> tuple[float | None, str]
 def _read_with_unit(text: str, a: Answer) -> float:
     """A bare number is in the asked unit; a number with a unit is converted."""
     try:
-        return float(text.replace(",", "")) * unit_factor(a.unit, a.si_unit)
+        return float(text) * unit_factor(a.unit, a.si_unit)
     except ValueError:
         return to_si(text, a.si_unit)
 
@@ -144,6 +161,16 @@ def compare(
     ), value
 
 
+def shows_work(values: list[float | None]) -> bool:
+    """Whether a question's answers (each in its asked unit; None: none readable) are work
+    that may earn carried credit: at least half of the asked parts answered, and not all
+    with one number (``1`` in every cell carries nothing)."""
+    answered = [v for v in values if v is not None]
+    if 2 * len(answered) < len(values):
+        return False
+    return len(answered) < 2 or len(set(answered)) > 1
+
+
 def _carried(a, value, params, earlier, keys_by_id) -> str | None:
     """The feedback when ``value`` follows from the student's own wrong earlier answers."""
     if not a.depends_on:
@@ -154,15 +181,15 @@ def _carried(a, value, params, earlier, keys_by_id) -> str | None:
     own = {}
     for d in a.depends_on:
         student_value, _ = earlier.get(d, (None, False))
-        if student_value is None or not plausible(student_value, keys_by_id[d].value):
+        if student_value is None or not plausible(student_value, keys_by_id[d]):
             return None  # an implausible (or missing) earlier answer carries nothing
         own[d] = student_value
     try:
         target = contract.value(a, {**params, **own})  # the formula over the student's own
     except (ValueError, ArithmeticError, costmodel.ArgumentError):
         return None
-    if not within(value, target, a):
-        return None
+    if not within(value, target, a) or any(within(target, own[d], a) for d in wrong):
+        return None  # not this formula's value, or an earlier answer handed back unchanged
     parts = ", ".join(keys_by_id[d].variable for d in wrong)
     return (
         f"Wrong, but consistent with your own earlier answer ({parts}): "

@@ -8,9 +8,9 @@ from typing import Any
 
 from autograder import checks as code_checks
 from autograder.checks import Checks
-from autograder.compare import Verdict, compare, shown
+from autograder.compare import Verdict, compare, read_value, shown, shows_work
 from autograder.keys import probe_seed
-from contract import Answer, Key, Policy, Question, within
+from contract import Answer, Key, Policy, Question, unit_factor, within
 
 
 @dataclass(frozen=True)
@@ -40,23 +40,31 @@ class StudentResult:
     released_to: str | None = None
 
 
+def _in_asked_unit(a: Answer, harvested: dict[str, Any]) -> float | None:
+    value = read_value(a, harvested)[0]
+    return None if value is None else value / unit_factor(a.unit, a.si_unit)
+
+
 def _grade_answers(q: Question, answers: dict[str, Any], policy: Policy, reveal: bool):
     keys_by_id = {a.id: a for a in q.answers}
     earlier: dict[str, tuple[float | None, bool]] = {}
+    missing = {"kind": "missing"}
+    asked = [a for a in q.answers if a.ask]
+    work = shows_work([_in_asked_unit(a, answers.get(a.variable, missing)) for a in asked])
     out = []
     for a in q.answers:
         if not a.ask:
             # an intermediate the student is not asked for: as if they had it right
             earlier[a.id] = (a.value, True)
             continue
-        harvested = answers.get(a.variable, {"kind": "missing"})
+        harvested = answers.get(a.variable, missing)
         verdict, value = compare(
             a,
             harvested,
             params=q.params,
             earlier=earlier,
             keys_by_id=keys_by_id,
-            ecf=policy.ecf,
+            ecf=policy.ecf and work,
             ecf_credit=policy.ecf_credit,
             reveal=reveal,
         )

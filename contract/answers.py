@@ -10,6 +10,7 @@ bound on what an earlier answer may carry.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from functools import cache
 from typing import Any, Protocol
@@ -20,9 +21,14 @@ import costmodel
 from costmodel import expression
 from costmodel.units import to_si
 
-# An earlier answer further than this factor from its key earns no carried credit:
-# orders of magnitude off is not a slip, and it would let anything through.
-PLAUSIBLE_FACTOR = 100.0
+# An earlier answer may carry credit to the parts computed from it only when it is a slip
+# of that part: within this factor of its key, or one of its declared misconceptions.
+# The slips the notes warn about keep the order of magnitude (GiB for GB 1.07x, 12 for
+# 16 bytes per parameter 1.33x, 2ND for 6ND 3x, bits for bytes 8x); an answer further off
+# is another quantity, and a wider window lets guesses through (100x admitted "1" for a
+# segment length of 7 or a count of 32 micro-batches).  A misconception the question
+# declares is a mistake the course names, so it carries at any distance.
+PLAUSIBLE_FACTOR = 10.0
 
 
 class Tolerance(BaseModel):
@@ -54,6 +60,33 @@ class Tolerance(BaseModel):
         return {k: v for k, v in given if v is not None}
 
 
+# How a typed number may use commas (the self-test page runs the same patterns): groups of
+# three after a first group that is not 0 (1,234,567; 1,234.5) are thousands; otherwise
+# one comma between digits is a decimal comma (26,8; 0,125; 1,5e9); a single group of three
+# (1,234) is either, and the grader takes the reading that is plausible for the key.
+LEADING_NUMBER = r"^([+-]?)([0-9][0-9,]*(?:\.[0-9]*)?)"
+COMMA_THOUSANDS = r"^[1-9][0-9]{0,2}(?:,[0-9]{3})+(?:\.[0-9]*)?$"
+COMMA_DECIMAL = r"^[0-9]+,[0-9]+$"
+_LEADING, _THOUSANDS, _DECIMAL = map(re.compile, (LEADING_NUMBER, COMMA_THOUSANDS, COMMA_DECIMAL))
+
+
+def readings(text: str) -> list[str]:
+    """``text`` with the commas of its leading number read: one reading, two for the
+    ambiguous ``1,234`` (thousands first), none for a form that is neither (``1,2,3``)."""
+    m = _LEADING.match(text)
+    if not m or "," not in m[2]:
+        return [text]
+    sign, number, rest = m[1], m[2], text[m.end() :]
+    if _THOUSANDS.match(number):
+        plain = sign + number.replace(",", "") + rest
+        if number.count(",") == 1 and "." not in number:
+            return [plain, sign + number.replace(",", ".") + rest]
+        return [plain]
+    if _DECIMAL.match(number):
+        return [sign + number.replace(",", ".") + rest]
+    return []
+
+
 class AnswerNode(Protocol):
     """A node of the answer graph: a cost-model formula over arguments, or an expression.
 
@@ -73,6 +106,19 @@ class Graded(Protocol):
     tolerance: Tolerance
     unit: str
     si_unit: str
+
+
+class Known(Protocol):
+    """A misconception's value, for :func:`plausible`."""
+
+    value: float
+
+
+class Keyed(Graded, Protocol):
+    """An answer with its key and its declared misconceptions."""
+
+    value: float
+    misconceptions: tuple[Known, ...]
 
 
 @cache
@@ -123,8 +169,12 @@ def within(value: float, target: float, a: Graded) -> bool:
     return abs(value / f - shown) <= half_unit * (1 + 1e-9)
 
 
-def plausible(value: float, key: float) -> bool:
-    """An earlier answer that may carry credit: same sign, within 100x of its key, not 0."""
+def plausible(value: float, a: Keyed) -> bool:
+    """An earlier answer that may carry credit: one of ``a``'s declared misconceptions, or
+    of the key's sign and within :data:`PLAUSIBLE_FACTOR` of it (never 0)."""
+    if any(within(value, m.value, a) for m in a.misconceptions):
+        return True
+    key = a.value
     if value == 0 or key == 0 or (value > 0) != (key > 0):
         return False
     return 1 / PLAUSIBLE_FACTOR <= value / key <= PLAUSIBLE_FACTOR

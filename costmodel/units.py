@@ -53,7 +53,23 @@ tonne = 1e6 * gram = t = tonnes
 percent = 0.01 = %
 token = [] = tokens
 parameter = [] = parameters = params
+kib = 2**10 * byte
+mb = 1e6 * byte
+mib = 2**20 * byte
+gb = 1e9 * byte
+gib = 2**30 * byte
+tb = 1e12 * byte
+tib = 2**40 * byte
+pb = 1e15 * byte
+pib = 2**50 * byte
+mflop = 1e6 * FLOP
+gflop = 1e9 * FLOP
+tflop = 1e12 * FLOP
+pflop = 1e15 * FLOP
+eflop = 1e18 * FLOP
 """
+# The last lines: lower-case spellings that mean one thing here ("gb" is a gigabyte, "mb" a
+# megabyte, not a millibit; "kb" keeps its standard meaning, the kilobit).
 
 
 @cache

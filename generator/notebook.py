@@ -84,6 +84,14 @@ def _python_value(value: Any) -> str:
     return repr(value)
 
 
+def question_text(v: Variant, params_units: dict[str, str]) -> str:
+    """All the text of question ``v`` a student's notebook shows: what they can read."""
+    parts = [v.prompt, _given_cell(v, params_units)]
+    parts += [k.prompt for k in v.answers if k.ask]
+    parts += [p["prompt"] for p in (*v.free_response, *v.code)]
+    return "\n".join(parts)
+
+
 def _given_cell(v: Variant, params_units: dict[str, str]) -> str:
     lines = [f"# Given (question {v.index}): your numbers, in SI units. Do not edit this cell."]
     for name, value in v.params.items():

@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from contract.answers import COMMA_DECIMAL, COMMA_THOUSANDS, LEADING_NUMBER
 from generator.variant import KeyAnswer, Variant, unit_factor
 
 # The part of every test that reads values and units.  It mirrors ScaleGrade's unit
@@ -65,6 +66,21 @@ for _names, _factor, _dims in (
     ("tonne t tonnes", 1e6, {"mass": 1}),
     ("percent %", 0.01, {}),
     ("token tokens parameter parameters params", 1.0, {}),
+    # lower-case spellings that mean one thing (costmodel/units.py)
+    ("kib", 2.0**10, {"information": 1}),
+    ("mb", 1e6, {"information": 1}),
+    ("mib", 2.0**20, {"information": 1}),
+    ("gb", 1e9, {"information": 1}),
+    ("gib", 2.0**30, {"information": 1}),
+    ("tb", 1e12, {"information": 1}),
+    ("tib", 2.0**40, {"information": 1}),
+    ("pb", 1e15, {"information": 1}),
+    ("pib", 2.0**50, {"information": 1}),
+    ("mflop", 1e6, {"computation": 1}),
+    ("gflop", 1e9, {"computation": 1}),
+    ("tflop", 1e12, {"computation": 1}),
+    ("pflop", 1e15, {"computation": 1}),
+    ("eflop", 1e18, {"computation": 1}),
 ):
     for _name in _names.split():
         _UNITS[_name] = (_factor, _dims)
@@ -103,6 +119,50 @@ def _unit(text):
 
 
 _NUMBER = _re.compile(r"\s*([+-]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(.*?)\s*")
+_LEADING = _re.compile(r"@LEADING_NUMBER@")
+_THOUSANDS = _re.compile(r"@COMMA_THOUSANDS@")
+_DECIMAL = _re.compile(r"@COMMA_DECIMAL@")
+
+
+def _readings(text):
+    """contract.readings: the commas of the leading number, as the grader reads them."""
+    m = _LEADING.match(text)
+    if not m or "," not in m[2]:
+        return [text]
+    sign, number, rest = m[1], m[2], text[m.end():]
+    if _THOUSANDS.match(number):
+        plain = sign + number.replace(",", "") + rest
+        if number.count(",") == 1 and "." not in number:
+            return [plain, sign + number.replace(",", ".") + rest]
+        return [plain]
+    if _DECIMAL.match(number):
+        return [sign + number.replace(",", ".") + rest]
+    return []
+
+
+def _in_asked_unit(name, value, text, unit, base, dims, asked):
+    """The number ``text`` (one reading of ``value``) means, in the asked unit; None for a
+    unit this check cannot convert."""
+    match = _NUMBER.fullmatch(text)
+    if not match:
+        raise AssertionError(f"{name} = {value!r} does not start with a number: write {asked}")
+    number, written = float(match.group(1)), match.group(2)
+    if not written:
+        return number
+    if base is None:
+        return None
+    try:
+        factor, kind = _unit(written)
+    except KeyError:
+        raise AssertionError(
+            f"{name} = {value!r}: unknown unit {written!r}; write {asked}"
+        ) from None
+    if kind != dims:
+        raise AssertionError(
+            f"{name} = {value!r}: {written!r} is not a unit of the kind asked "
+            f"({unit or 'a plain number'}); write {asked}"
+        )
+    return number * factor / base
 
 
 def _check(name, value, unit, base, dims, lo, hi, sign, scales, example):
@@ -115,26 +175,19 @@ def _check(name, value, unit, base, dims, lo, hi, sign, scales, example):
     if isinstance(value, bool):
         value = int(value)
     if isinstance(value, str):
-        match = _NUMBER.fullmatch(value.replace("_", ""))
-        if not match:
-            raise AssertionError(f"{name} = {value!r} does not start with a number: write {asked}")
-        number = float(match.group(1).replace(",", ""))
-        written = match.group(2)
-        if written:
-            if base is None:
-                return  # a unit this check cannot convert: the grader reads it
-            try:
-                factor, kind = _unit(written)
-            except KeyError:
-                raise AssertionError(
-                    f"{name} = {value!r}: unknown unit {written!r}; write {asked}"
-                ) from None
-            if kind != dims:
-                raise AssertionError(
-                    f"{name} = {value!r}: {written!r} is not a unit of the kind asked "
-                    f"({unit or 'a plain number'}); write {asked}"
-                )
-            number = number * factor / base
+        texts = _readings(value.replace("_", "").strip())
+        if not texts:
+            raise AssertionError(
+                f"{name} = {value!r}: write decimals with a point (or one decimal comma), and "
+                "commas only between groups of three digits"
+            )
+        numbers = [_in_asked_unit(name, value, t, unit, base, dims, asked) for t in texts]
+        if None in numbers:
+            return  # a unit this check cannot convert: the grader reads it
+        if len(numbers) > 1 and lo is not None:  # 1,234: the reading in the window, if one is
+            inside = [x for x in numbers if lo <= abs(x) < hi]
+            numbers = inside if len(inside) == 1 else numbers
+        number = numbers[0]
     elif isinstance(value, _numbers.Real):
         number = float(value)
     else:
@@ -165,10 +218,16 @@ def _check(name, value, unit, base, dims, lo, hi, sign, scales, example):
     )
 '''
 
+HELPER = (
+    HELPER.replace("@LEADING_NUMBER@", LEADING_NUMBER)
+    .replace("@COMMA_THOUSANDS@", COMMA_THOUSANDS)
+    .replace("@COMMA_DECIMAL@", COMMA_DECIMAL)
+)
 _NAMESPACE: dict[str, Any] = {}
 exec(compile(HELPER, "<scalegrade otter helper>", "exec"), _NAMESPACE)  # our own text
 parse_unit = _NAMESPACE["_unit"]
 check_value = _NAMESPACE["_check"]
+comma_readings = _NAMESPACE["_readings"]  # contract.readings, as the student's kernel runs it
 
 # Units a slip is commonly made in, offered as "did you write it in ...?" when a value
 # converted from one of them would be plausible.

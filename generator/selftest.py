@@ -37,6 +37,7 @@ from typing import Any
 
 from contract import PLAUSIBLE_FACTOR, Key, Student, unit_factor
 from contract import Question as KeyQuestion
+from contract.answers import COMMA_DECIMAL, COMMA_THOUSANDS, LEADING_NUMBER
 from costmodel.units import registry
 from generator.assignment import Assignment
 from generator.html import markdown
@@ -60,7 +61,9 @@ class InputError(ValueError):
 
 # --- the page's input syntax (the same regular expressions run in Python and in JS) ---
 
-_NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+# a number may hold commas (thousands, or a decimal comma): the grader reads them
+# (contract.readings), and so does the page
+_NUMBER = r"[+-]?(?:[0-9][0-9,]*(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 _NAME = "(?:[A-Za-z\\u00b5\\u03bc]+|%)"
 _POWER = r"(?:(?:\^|\*\*)-?[0-9]+)?"
 _SEP = r"(?: ?[*/] ?| )"
@@ -82,7 +85,9 @@ SYNTAX: dict[str, Any] = {
     },
     "superscript": "[⁺⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+",
     "supermap": {"⁺": "", "⁻": "-", **{c: str(i) for i, c in enumerate(_SUPER)}},
-    "thousands": r"^[+-]?[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])",
+    "leading_number": LEADING_NUMBER,
+    "comma_thousands": COMMA_THOUSANDS,
+    "comma_decimal": COMMA_DECIMAL,
     # 1.2*10^9 (× and · became *, superscripts became ^), 1.2 x 10^9, then 10^9 alone
     "power_of_ten": r"^("
     + _NUMBER.replace("(?:[eE][+-]?[0-9]+)?", "")
@@ -103,8 +108,9 @@ def normalize(text: str) -> str:
     """What the page reads from ``text``: the grader then reads this string as it reads
     a string answer in a notebook (``autograder.compare.read_value``).
 
-    Unicode minus and spaces, ``×``/``·``, superscripts, thousands separators, powers of
-    ten (``1.2 × 10^9``, ``10⁹``) and ``per`` are rewritten; the result must be a number,
+    Unicode minus and spaces, ``×``/``·``, superscripts, powers of ten (``1.2 × 10^9``,
+    ``10⁹``) and ``per`` are rewritten; commas stay, for the grader's reading of them
+    (:func:`contract.readings`: thousands, or a decimal comma); the result must be a number,
     optionally followed by units joined by spaces, ``*`` or ``/`` with integer powers,
     each unit a name of the course's registry.  Anything else raises :class:`InputError`.
     Empty text is no answer (the caller's business).
@@ -112,12 +118,6 @@ def normalize(text: str) -> str:
     s = "".join(SYNTAX["charmap"].get(c, c) for c in str(text))
     s = _RE["superscript"].sub(lambda m: "^" + "".join(SYNTAX["supermap"][c] for c in m[0]), s)
     s = re.sub(" +", " ", s).strip()
-    s = _RE["thousands"].sub(lambda m: m[0].replace(",", ""), s, count=1)
-    if "," in s:
-        raise InputError(
-            f"cannot read {s!r}: write decimals with a point, "
-            "and commas only between groups of three digits"
-        )
     s = _RE["power_of_ten"].sub(lambda m: f"{m[1]}e{m[2]}", s, count=1)
     s = _RE["bare_power_of_ten"].sub(lambda m: f"{m[1]}1e{m[2]}", s, count=1)
     s = _RE["per"].sub("/", s)

@@ -10,9 +10,9 @@ answers) is *run* in Python on tracer numbers that stand for the student's earli
 answers.  Every arithmetic step on a tracer is recorded; every comparison a branch
 depends on (``if alpha == 1``, ``min``, a domain check of a formula argument) is
 recorded as a guard with the way it went.  Tracing at a few hundred points spread over
-the range where carried credit is possible at all (within 100x of the key, same sign:
-:func:`contract.plausible`) collects the paths through the code into a decision
-tree: guards in the order Python evaluated them, and at each leaf the
+the range where carried credit is possible at all (within 10x of the key with its sign,
+or a declared misconception: :func:`contract.plausible`) collects the paths through the
+code into a decision tree: guards in the order Python evaluated them, and at each leaf the
 recorded expression (or "raises", where Python raises and so gives no carried credit).
 The JavaScript walks the same tree: on a path Python took, it computes what Python
 computes, operation by operation.  A point whose path was never seen (a branch no
@@ -521,8 +521,8 @@ def _trace(answer: Answer, params: dict[str, Any], own: dict[str, float]):
     raise TraceError(f"the formula returned a {type(result).__name__}")
 
 
-def _plausible(point: dict[str, float], keys: dict[str, float]) -> bool:
-    """Where carried credit is possible at all: every input plausible for its key."""
+def _plausible(point: dict[str, float], keys: dict[str, Answer]) -> bool:
+    """Where carried credit is possible at all: every input plausible for its answer."""
     return all(plausible(x, keys[o]) for o, x in point.items())
 
 
@@ -585,7 +585,7 @@ def compile_carried(
     counts = {"samples": 0, "untraceable": 0, "too_long": 0}
 
     def run(point: dict[str, float]) -> tuple | None:
-        if not _plausible(point, asked):
+        if not _plausible(point, keys):
             return None
         counts["samples"] += 1
         try:

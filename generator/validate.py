@@ -1,4 +1,9 @@
-"""Stress-test an assignment: draw N students' variants and check every one of them."""
+"""Stress-test an assignment: draw N students' variants and check every one of them.
+
+Each variant: finite keys of the right sign, in the author's plausible range, equal to
+the sympy closed form (failures); asked keys printed in the student's question, and keys
+that need no work (0, 1, a given number), are counted per part (:mod:`generator.leaks`).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,9 @@ from dataclasses import dataclass, field
 from contract import within
 from generator.assignment import Assignment
 from generator.checks import symbolic_checked, variant_problems
+from generator.leaks import guessed, is_choice, leaked
+from generator.notebook import question_text
+from generator.release import params_units
 from generator.variant import VariantError, build
 
 VALIDATION_SECRET = b"scalegrade-validate-synthetic-roster"
@@ -20,6 +28,10 @@ class AnswerStats:
     unit: str
     values: list[float] = field(default_factory=list)
     symbolic: int = 0  # variants whose key was recomputed through a closed form
+    guessed: list[str] = field(default_factory=list)  # "student00012: x = 1"
+    leaked: list[str] = field(default_factory=list)  # "student00012: x = the derived ..."
+    ask: bool = True
+    choice: bool = False  # a few whole numbers (yes/no, a stage): guessable by its format
 
     def summary(self) -> tuple[float, float, float]:
         return min(self.values), statistics.median(self.values), max(self.values)
@@ -41,9 +53,11 @@ class QuestionReport:
 
 def validate(assignment: Assignment, n_students: int) -> list[QuestionReport]:
     """Draw ``n_students`` synthetic students' variants of every question and check them."""
+    units = params_units(assignment)
     reports = []
     for i, q in enumerate(assignment.questions, start=1):
         report = QuestionReport(q.id)
+        derived = {name for name, p in q.spec.params.items() if p.expr is not None}
         fingerprints = set()
         for s in range(n_students):
             try:
@@ -62,14 +76,27 @@ def validate(assignment: Assignment, n_students: int) -> list[QuestionReport]:
             report.variants += 1
             fingerprints.add(json.dumps(v.params, sort_keys=True))
             report.failures += variant_problems(v)
+            text = question_text(v, units[q.id])
+            drawn = set(v.params) - derived
             for k in v.answers:
-                stats = report.answers.setdefault(k.id, AnswerStats(k.id, k.unit))
+                stats = report.answers.setdefault(k.id, AnswerStats(k.id, k.unit, ask=k.ask))
                 stats.values.append(k.display_value)
                 stats.symbolic += symbolic_checked(k)
+                if not k.ask:
+                    continue
+                if reason := leaked(k, text, v.params, drawn, v.shown):
+                    stats.leaked.append(f"{v.student_id}: {reason}")
+                if reason := guessed(k, v.params, q.param_units(), drawn):
+                    stats.guessed.append(f"{v.student_id}: {reason}")
                 # within the key's own tolerance: a student with it is graded correct
                 report.misconceptions_hidden += sum(
                     within(m.value, k.value, k) for m in k.misconceptions
                 )
         report.distinct = len(fingerprints)
+        for stats in report.answers.values():
+            key = next(a for a in v.answers if a.id == stats.id) if report.variants else None
+            stats.choice = key is not None and is_choice(stats.values, key)
+            if stats.choice:
+                stats.guessed = []
         reports.append(report)
     return reports

@@ -183,6 +183,10 @@ def calc(
     console.print(f"  [dim]{formula.summary} — {formula.cite}[/]", highlight=False)
 
 
+def _count(found: list) -> str:
+    return f"[yellow]{len(found)}[/]" if found else ""
+
+
 def _load_assignment(aid: str, bank_dir: Path | None):
     from generator.assignment import AssignmentError
 
@@ -313,8 +317,11 @@ def validate(assignment: str, bank_dir: Path | None, students: int) -> None:
         "median",
         "max",
         "sympy",
+        "printed",
+        "no work",
     ):
-        table.add_column(col, justify="left" if col in ("question", "answer") else "right")
+        names = col in ("question", "answer")
+        table.add_column(col, justify="left" if names else "right", no_wrap=names)
     for r in reports:
         first = True
         for stats in r.answers.values():
@@ -327,9 +334,24 @@ def validate(assignment: str, bank_dir: Path | None, students: int) -> None:
                 stats.id,
                 *(show_value(x, stats.unit) for x in (lo, mid, hi)),
                 f"{stats.symbolic}/{len(stats.values)}",
+                _count(stats.leaked),
+                "choice" if stats.choice else _count(stats.guessed),
             )
             first = False
     console.print(table)
+    for kind, what in (
+        ("leaked", "is printed in the question (a derived parameter or a number of the prompt)"),
+        ("guessed", "needs no work (0, 1 or a given number; a constraint can remove the draws)"),
+    ):
+        for r in reports:
+            for stats in r.answers.values():
+                found = getattr(stats, kind)
+                if found:
+                    console.print(
+                        f"[yellow]note[/] templates/{r.question}: {stats.id} {what}: "
+                        f"{len(found)} of {r.variants} variants, e.g. {found[0]}",
+                        highlight=False,
+                    )
     hidden = sum(r.misconceptions_hidden for r in reports)
     if hidden:
         console.print(

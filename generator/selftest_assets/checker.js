@@ -218,12 +218,6 @@
       return out;
     });
     s = s.replace(/ +/g, " ").trim();
-    s = s.replace(new RegExp(syntax.thousands), (m) => m.replace(/,/g, ""));
-    if (s.includes(",")) {
-      throw new InputError(
-        `cannot read ${pyRepr(s)}: write decimals with a point, and commas only between groups of three digits`,
-      );
-    }
     s = s.replace(new RegExp(syntax.power_of_ten), (m, mantissa, exponent) => `${mantissa}e${exponent}`);
     s = s.replace(new RegExp(syntax.bare_power_of_ten), (m, sign, exponent) => `${sign}1e${exponent}`);
     s = s.replace(new RegExp(syntax.per, "g"), "/");
@@ -282,7 +276,25 @@
   }
 
   // compare.read_value for a typed string: [SI value or null, problem]
-  function readValue(a, text, units) {
+  // contract.readings: the commas of the leading number read as thousands or as a
+  // decimal comma; two readings for the ambiguous 1,234; none for a form that is neither
+  function readings(s, syntax) {
+    const m = new RegExp(syntax.leading_number).exec(s);
+    if (!m || !m[2].includes(",")) return [s];
+    const sign = m[1];
+    const number = m[2];
+    const rest = s.slice(m[0].length);
+    if (new RegExp(syntax.comma_thousands).test(number)) {
+      const plain = sign + number.replace(/,/g, "") + rest;
+      const single = number.split(",").length === 2 && !number.includes(".");
+      return single ? [plain, sign + number.replace(",", ".") + rest] : [plain];
+    }
+    if (new RegExp(syntax.comma_decimal).test(number)) return [sign + number.replace(",", ".") + rest];
+    return [];
+  }
+
+  // compare.read_value; factor: the plausibility bound that picks a reading of 1,234
+  function readValue(a, text, units, factor) {
     let blank = "";
     for (const ch of String(text)) blank += units.syntax.charmap[ch] !== undefined ? units.syntax.charmap[ch] : ch;
     if (blank.trim() === "") return [null, "missing"];
@@ -293,15 +305,35 @@
       if (err instanceof InputError) return [null, `wrong_unit:${err.message}`];
       throw err;
     }
-    const bare = new RegExp(units.syntax.number).test(s);
-    let value;
-    try {
-      if (a.unit && bare) value = Number(s) * a.factor;
-      else value = toSI(s, a.si_unit, units);
-    } catch (err) {
-      if (err instanceof InputError) return [null, `wrong_unit:${err.message}`];
-      throw err;
+    const texts = readings(s, units.syntax);
+    if (!texts.length) {
+      return [
+        null,
+        `unreadable:cannot read ${pyRepr(s)}: write decimals with a point (or one decimal comma), and commas only between groups of three digits`,
+      ];
     }
+    let values = [];
+    for (const t of texts) {
+      const bare = new RegExp(units.syntax.number).test(t);
+      try {
+        values.push(a.unit && bare ? Number(t) * a.factor : toSI(t, a.si_unit, units));
+      } catch (err) {
+        if (err instanceof InputError) return [null, `wrong_unit:${err.message}`];
+        throw err;
+      }
+    }
+    if (values.length > 1) {
+      const fitting = values.filter((v) => plausible(v, a, factor));
+      if (fitting.length !== 1) {
+        const [plain, decimal] = texts.map((t) => new RegExp(units.syntax.leading_number).exec(t)[0]);
+        return [
+          null,
+          `unreadable:${pyRepr(s)} can be read as ${plain} or as ${decimal}: write ${plain} without the comma, or ${decimal} with a decimal point`,
+        ];
+      }
+      values = fitting;
+    }
+    const value = values[0];
     if (!isFinite(value)) return [null, "unreadable:not a finite number"];
     return [value, ""];
   }
@@ -325,10 +357,20 @@
     return a.unit ? `${sci(x)} ${a.unit}` : sci(x);
   }
 
-  // contract.plausible: the factor comes with the page's policy (contract.PLAUSIBLE_FACTOR)
-  function plausible(value, key, factor) {
+  // contract.plausible: a declared misconception, or within the factor of the key (the
+  // factor comes with the page's policy: contract.PLAUSIBLE_FACTOR)
+  function plausible(value, a, factor) {
+    if ((a.misconceptions || []).some((m) => within(value, m.value, a))) return true;
+    const key = a.value;
     if (value === 0 || key === 0 || value > 0 !== key > 0) return false;
     return 1 / factor <= value / key && value / key <= factor;
+  }
+
+  // compare.shows_work: half the asked parts answered, and not all with one number
+  function showsWork(values) {
+    const answered = values.filter((v) => v !== null);
+    if (2 * answered.length < values.length) return false;
+    return answered.length < 2 || new Set(answered).size > 1;
   }
 
   function magnitudeHint(value, key) {
@@ -366,11 +408,13 @@
     if (!wrong.length) return null;
     for (const d of a.depends_on) {
       const own = d in earlier ? earlier[d][0] : null;
-      if (own === null || !plausible(own, keysById[d].value, factor)) return null;
+      if (own === null || !plausible(own, keysById[d], factor)) return null;
     }
     const target = carriedValue(a, earlier);
     if (target.unknown) trace.unknown = true;
     if (!("value" in target) || !within(value, target.value, a)) return null;
+    // an earlier answer handed back unchanged is no carried work
+    if (wrong.some((d) => within(target.value, earlier[d][0], a))) return null;
     const parts = wrong.map((d) => keysById[d].variable).join(", ");
     return (
       `Wrong, but consistent with your own earlier answer (${parts}): ` +
@@ -380,7 +424,7 @@
 
   function compare(a, text, earlier, keysById, policy, units) {
     const base = { part: a.id, variable: a.variable, points: a.points, expected: shown(a.value, a) };
-    const [value, problem] = readValue(a, text, units);
+    const [value, problem] = readValue(a, text, units, policy.plausible_factor);
     if (value === null) {
       const cut = problem.indexOf(":");
       const status = cut < 0 ? problem : problem.slice(0, cut);
@@ -431,6 +475,15 @@
   function gradeQuestion(question, texts, policy, units) {
     const keysById = {};
     for (const a of question.answers) keysById[a.id] = a;
+    const textOf = (a) => (texts[a.id] === undefined || texts[a.id] === null ? "" : texts[a.id]);
+    const asked = question.answers.filter((a) => a.ask);
+    const work = showsWork(
+      asked.map((a) => {
+        const [value] = readValue(a, textOf(a), units, policy.plausible_factor);
+        return value === null ? null : value / a.factor;
+      })
+    );
+    const rules = { ...policy, ecf: policy.ecf && work };
     const earlier = {};
     const out = [];
     for (const a of question.answers) {
@@ -438,8 +491,7 @@
         earlier[a.id] = [a.value, true];
         continue;
       }
-      const text = texts[a.id] === undefined || texts[a.id] === null ? "" : texts[a.id];
-      const [verdict, value] = compare(a, text, earlier, keysById, policy, units);
+      const [verdict, value] = compare(a, textOf(a), earlier, keysById, rules, units);
       earlier[a.id] = [value, verdict.status === "correct"];
       out.push(verdict);
     }

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import contract
-from autograder.compare import compare
+from autograder.compare import compare, shows_work
 from autograder.grade import copy_signals, grade_harvest
 from contract import Policy, Tolerance, within
 from generator import bank
@@ -185,3 +185,88 @@ def test_a_mistake_carried_forward_is_one_mistake_not_two(ana):
     d = verdict(question, "accel_days", number(days.display_value / 3), earlier)
     assert d.status == "carried" and d.score == pytest.approx(0.8 * d.points)
     assert "error carried forward" in d.feedback
+
+
+# --- carried credit is for work (issue: points only for work) ---------------------------
+
+
+def test_an_earlier_answer_handed_back_unchanged_carries_nothing(ana):
+    # 000 Ex. 4: GPipe holds m micro-batches, so mem_gpipe = m_min: writing a wrong m_min
+    # twice is not carried work
+    question = q(ana, "parallel/pipeline-sizing")
+    m_min = ans(question, "m_min")
+    wrong = m_min.value + 3
+    earlier = {x.id: (x.value, True) for x in question.answers}
+    earlier["m_min"] = (wrong, False)
+    v = verdict(question, "mem_gpipe", number(wrong), earlier)
+    assert v.status == "wrong" and v.score == 0
+
+
+def test_an_earlier_answer_more_than_ten_times_off_carries_nothing(ana):
+    budget = q(ana, "budgets/model-budget")
+    n = ans(budget, "n_params").value
+    for factor, carried in ((9.0, True), (11.0, False)):  # contract.PLAUSIBLE_FACTOR = 10
+        v = verdict(
+            budget, "states_gb", number(16 * n * factor / 1e9), {"n_params": (n * factor, False)}
+        )
+        assert (v.status == "carried") is carried, factor
+
+
+def test_carried_credit_needs_the_questions_answers_to_be_work():
+    assert shows_work([1.0, 2.0, None]) and shows_work([3.0, None])
+    assert not shows_work([1.0, None, None])  # fewer than half answered
+    assert not shows_work([1.0, 1.0, 1.0])  # one number everywhere
+    assert shows_work([None]) is False and shows_work([5.0]) is True
+
+
+@pytest.mark.parametrize("aid", bank.load().assignment_ids())
+def test_one_number_in_every_cell_earns_no_carried_credit(aid, tmp_path):
+    roster = parse("student_id,name,email\nana,Ana,a@x\n")
+    release(bank.load().assignment(aid), roster, secret=SECRET, out=tmp_path / "a")
+    key = contract.read_key(tmp_path / "a" / "keys" / "ana.json")
+    for constant in (1, 0, 2, 10):
+        answers = {a.variable: number(constant) for x in key.questions for a in x.answers}
+        result = grade_harvest(key, {"answers": answers}, **RULES)
+        carried = [g.verdict for g in result.parts if g.verdict.status == "carried"]
+        assert not carried, (aid, constant, [(v.variable, v.feedback) for v in carried])
+
+
+# --- reading: never misread silently ------------------------------------------------
+
+
+def test_a_decimal_comma_is_read_as_one(ana):
+    budget = q(ana, "budgets/model-budget")
+    states = ans(budget, "states_gb")
+    french = f"{states.value / 1e9:.1f}".replace(".", ",")  # "26,8": how French students write
+    v = verdict(budget, "states_gb", text(f"{french} GB"))
+    assert v.status == "correct", v.feedback
+    assert verdict(budget, "states_gb", text(french)).status == "correct"
+
+
+def test_thousands_separators_are_read_and_an_ambiguous_comma_by_its_plausible_reading(ana):
+    budget = q(ana, "budgets/model-budget")
+    n = ans(budget, "n_params")  # about 1e8-1e10 parameters: 1,234,567,890
+    assert verdict(budget, "n_params", text(f"{round(n.value):,}")).status == "correct"
+    states = ans(budget, "states_gb")
+    # "1,500" is 1500 or 1.500: the reading plausible for the key (within 10x) is taken
+    a = states.model_copy(update={"value": 1.5e12})  # key 1,500 GB
+    got = compare(a, text("1,500"), params={}, earlier={}, keys_by_id={}, ecf=False,
+                  ecf_credit=0.8, reveal=False)[0]  # fmt: skip
+    assert got.status == "correct"
+    a = states.model_copy(update={"value": 1.5e9, "misconceptions": ()})  # key 1.5 GB
+    assert compare(a, text("1,500"), params={}, earlier={}, keys_by_id={}, ecf=False,
+                   ecf_credit=0.8, reveal=False)[0].status == "correct"  # fmt: skip
+    a = states.model_copy(update={"value": 40e9, "misconceptions": ()})  # neither reading fits
+    v = compare(a, text("1,500 GB"), params={}, earlier={}, keys_by_id={}, ecf=False,
+                ecf_credit=0.8, reveal=False)[0]  # fmt: skip
+    assert v.status == "unreadable" and "1500 without the comma, or 1.500" in v.feedback
+    v = verdict(budget, "states_gb", text("1,2,3 GB"))
+    assert v.status == "unreadable" and "commas only between groups of three" in v.feedback
+
+
+def test_lower_case_units_that_mean_one_thing_are_read(ana):
+    budget = q(ana, "budgets/model-budget")
+    x = ans(budget, "states_gb").value
+    assert verdict(budget, "states_gb", text(f"{x / 1e9:.4f} gb")).status == "correct"
+    assert verdict(budget, "states_gb", text(f"{x / 2**30:.4f} gib")).status == "correct"
+    assert verdict(budget, "states_gb", text(f"{x / 1e6:.1f} mb")).status == "correct"

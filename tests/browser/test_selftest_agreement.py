@@ -47,6 +47,10 @@ ALTERNATIVES = {
 GARBAGE = [
     "abc",
     "1,2",
+    "1,500",  # thousands or a decimal comma: read by what is plausible for the key
+    "1,2,3",
+    "26,8 gb",
+    "3 gib",
     "1.2.3",
     "nan",
     "inf",
@@ -273,6 +277,11 @@ SYNTAX_CORPUS = [
     "1.2e9",
     "1.2E+9",
     "1,234",
+    "26,8 GB",
+    "0,125",
+    "1,234,567.5 B",
+    "1,5e9 FLOP",
+    "2 gb",
     "1,234,567.5",
     "1,2",
     "12,34",
@@ -433,7 +442,7 @@ def test_carried_formulas_compute_what_python_computes(aid, page, tmp_path):
                 own = {}
                 for d in x.depends_on:
                     k = by_id[d].value
-                    r = math.exp(rng.uniform(-math.log(100), math.log(100)))
+                    r = math.exp(rng.uniform(-1, 1) * math.log(contract.PLAUSIBLE_FACTOR))
                     v = k * r if by_id[d].ask else k
                     if by_id[d].ask and rng.random() < 0.3:
                         v = float(round(v)) or v

@@ -213,6 +213,10 @@ def test_the_window_excludes_1000x_and_holds_the_key():
         ("3 t", "gram"),
         ("42 %", ""),
         ("1200 tokens/s", "1/s"),
+        ("26.8 gb", "byte"),  # lower-case spellings that mean one thing
+        ("3 gib", "byte"),
+        ("5 mb", "byte"),
+        ("2 tflop/s", "FLOP/s"),
     ],
 )
 def test_the_checks_read_units_as_the_grader_does(text, unit):
@@ -256,3 +260,17 @@ def test_the_grader_reads_answers_past_the_check_cells(released):
     assert not result.cell_errors
     answers = [g.verdict for g in result.parts if g.verdict.variable in values]
     assert answers and all(v.status == "correct" for v in answers)
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [("26,8 GB", 26.8), ("0,125", 0.125), ("1,234,567 B", 1234567.0), ("1,5e9", 1.5e9)],
+)
+def test_the_checks_read_commas_as_the_grader_does(text, number):
+    from contract import readings
+
+    (reading,) = readings(text)
+    assert float(reading.split()[0]) == pytest.approx(number)
+    assert public_checks.comma_readings(text) == readings(text)
+    assert public_checks.comma_readings("1,234") == readings("1,234") == ["1234", "1.234"]
+    assert public_checks.comma_readings("1,2,3") == readings("1,2,3") == []

@@ -74,8 +74,8 @@ def test_negative_seed_is_refused():
         ("21GB", "21 GB"),
         ("  19.6\u00a0GiB ", "19.6 GiB"),
         ("8.8 days", "8.8 days"),
-        ("1,234", "1234"),
-        ("1,234,567.5 B", "1234567.5 B"),
+        ("1,234", "1,234"),  # commas stay: the grader reads them (contract.readings)
+        ("26,8GB", "26,8 GB"),
         ("1.2×10^9", "1.2e9"),
         ("1.2 x 10**9 FLOP", "1.2e9 FLOP"),
         ("1.2·10⁹", "1.2e9"),
@@ -96,8 +96,6 @@ def test_normalize(typed, read):
 @pytest.mark.parametrize(
     "typed",
     [
-        "1,2",
-        "12,34",
         "abc",
         "GB 21",
         "1.2.3",
@@ -124,8 +122,9 @@ def test_what_the_grader_reads_from_typed_text(page):
     assert read_value(gb, selftest.harvested("19.6 GiB"))[0] == pytest.approx(19.6 * 2**30)
     assert read_value(gb, selftest.harvested("2.1×10¹⁰ B"))[0] == pytest.approx(2.1e10)
     assert read_value(gb, selftest.harvested("")) == (None, "missing")
-    value, problem = read_value(gb, selftest.harvested("1,2"))
-    assert value is None and problem.startswith("wrong_unit")
+    assert read_value(gb, selftest.harvested("1,2"))[0] == pytest.approx(1.2e9)  # decimal comma
+    value, problem = read_value(gb, selftest.harvested("1,2,3"))
+    assert value is None and problem.startswith("unreadable")
 
 
 def test_unit_table_is_pints():
