@@ -13,7 +13,9 @@ ones run, answers read with exact type checks (no student ``__eq__``/``__float__
 ever called), probes run as fresh modules, and a size-capped result.
 
 Result envelope written to the result descriptor: ``{"harvest": {...}}`` or
-``{"fatal": "message"}``.
+``{"fatal": "message"}``.  Then, when the executor gave a probe channel, this process
+serves the student's functions to the probe process (:func:`serve`): it calls them with
+what arrives and sends back what they return; the probes themselves never come here.
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ REFUSED_CELL_MAGICS = (
 _shell = None
 _np_number_types: tuple = ()
 _np_ndarray = None
+wire = None  # the probe channel's wire module, set by the executor (loaded by path)
 
 
 class RefusedMagic(Exception):
@@ -227,6 +230,13 @@ def _error_text(err: BaseException) -> str:
         message = ""
     text = f"{name}: {message}" if message else _str(name)
     return text[:MAX_ERROR_CHARS]
+
+
+def _message(err: BaseException) -> str:
+    try:
+        return _str(err)[:MAX_ERROR_CHARS]
+    except Exception:  # noqa: BLE001
+        return ""
 
 
 def _type_name(value) -> str:
@@ -443,7 +453,8 @@ def _flush() -> None:
 
 def run_submission(notebook_path: str, plan: dict, result_fd: int, limits: dict) -> None:
     """Run the notebook's code cells in order, then harvest; write the envelope once."""
-    main_pid = _getpid()
+    global _main_pid
+    main_pid = _main_pid = _getpid()
     cap = int(limits.get("harvest_bytes", 16 << 20))
 
     def only_main() -> None:
@@ -492,6 +503,195 @@ def run_submission(notebook_path: str, plan: dict, result_fd: int, limits: dict)
         only_main()
     _flush()
     _send(result_fd, {"harvest": {"cells": records, "answers": answers, "probes": probes}}, cap)
+
+
+# --------------------------------------------------------------------------- serving
+
+
+class _Fail(Exception):
+    """A callback of the probe process raised: the student's code sees the exception."""
+
+
+def _raised_in_probe(kind, message) -> BaseException:
+    cls = getattr(builtins, kind, None) if _type(kind) is _str else None
+    if _isinstance(cls, _type) and issubclass(cls, Exception):
+        try:
+            return cls(message)
+        except Exception:  # noqa: BLE001
+            pass
+    return RuntimeError(f"{kind}: {message}")
+
+
+class _Server:
+    """S's end of the probe channel: the student's namespace, P's stubs and generators."""
+
+    def __init__(self, fd: int, ns: dict):
+        self.fd = fd
+        self.ns = ns
+        self.stubs: dict = {}
+        self.next_id = 0
+
+    def resolve(self, kind, handle, node):
+        key = (kind, handle)
+        if key in self.stubs:
+            return self.stubs[key]
+        if kind == "rng":
+            import numpy as np
+
+            state = node.get("state")
+            bit = getattr(np.random, str(state.get("bit_generator", "PCG64")), np.random.PCG64)()
+            bit.state = state
+            made = np.random.Generator(bit)
+        elif kind == "callback":
+
+            def made(*args, _h=handle, **kwargs):
+                return self.callback(_h, None, args, kwargs)
+
+        else:
+            made = _Stub(self, handle, node.get("methods") or [], node.get("attrs") or {})
+        self.stubs[key] = made
+        return made
+
+    def callback(self, handle, method, args, kwargs):
+        self.next_id += 1
+        cid = self.next_id
+        enc = wire.Encoder()
+        header = {
+            "op": "callback",
+            "id": cid,
+            "handle": handle,
+            "method": method,
+            "args": enc.value(_list(args)),
+            "kwargs": enc.value(_dict(kwargs)),
+        }
+        wire.send(self.fd, header, enc.payload)
+        while True:
+            msg, payload = wire.recv(self.fd)
+            if msg.get("id") == cid and msg.get("op") == "reply":
+                return wire.decode(msg.get("value"), payload, self.resolve)
+            if msg.get("id") == cid and msg.get("op") == "fail":
+                raise _raised_in_probe(msg.get("type"), msg.get("message", ""))
+            self.handle(msg, payload)  # P called again while answering: a nested call
+
+    def _reply(self, rid, value) -> None:
+        enc = wire.Encoder()
+        try:
+            node = enc.value(value)
+        except wire.WireError as err:
+            wire.send(
+                self.fd, {"op": "raised", "id": rid, "type": "TypeError", "message": _str(err)}
+            )
+            return
+        wire.send(self.fd, {"op": "result", "id": rid, "value": node}, enc.payload)
+
+    def _function(self, name):
+        fn = self.ns.get(name) if _type(name) is _str else None
+        if fn is None or not _callable(fn):
+            raise NameError(f"function {name} is not defined")
+        return fn
+
+    def handle(self, msg: dict, payload: bytes) -> None:
+        op, rid = msg.get("op"), msg.get("id")
+        try:
+            if op == "defined":
+                names = wire.decode(msg["names"], payload)
+                self._reply(rid, [n for n in names if _callable(self.ns.get(n))])
+            elif op == "seed":
+                stream = wire.decode(msg["stream"], payload)
+                _seed_globals(stream)
+                self._reply(rid, None)
+            elif op == "call":
+                fn = self._function(msg.get("function"))
+                args = wire.decode(msg["args"], payload, self.resolve)
+                kwargs = wire.decode(msg["kwargs"], payload, self.resolve)
+                self._reply(rid, fn(*args, **kwargs))
+            elif op == "map":
+                fn = self._function(msg.get("function"))
+                out = []
+                for args in wire.decode(msg["calls"], payload, self.resolve):
+                    try:
+                        _list_append(out, ("ok", fn(*args)))
+                    except wire.Closed:
+                        raise
+                    except BaseException as err:  # noqa: BLE001 - the item's result
+                        _list_append(out, ("raised", _type(err).__name__, _message(err)))
+                    only_main_process()
+                self._reply(rid, out)
+            else:
+                raise ValueError(f"unknown request {op!r}")
+        except wire.Closed:
+            raise
+        except BaseException as err:  # noqa: BLE001 - what the student raised goes back
+            only_main_process()
+            try:
+                name = _type(err).__name__
+            except Exception:  # noqa: BLE001
+                name = "Exception"
+            wire.send(self.fd, {"op": "raised", "id": rid, "type": name, "message": _message(err)})
+        only_main_process()
+
+    def loop(self) -> None:
+        wire.send(self.fd, {"op": "ready"})
+        while True:
+            try:
+                msg, payload = wire.recv(self.fd)
+            except wire.WireError:
+                return  # P is done (or gone): nothing more to serve
+            try:
+                self.handle(msg, payload)
+            except wire.WireError:
+                return
+
+
+class _Stub:
+    """An object of the probe process: its methods run there; its data attributes are copies."""
+
+    def __init__(self, server, handle, methods, attrs):
+        object.__setattr__(self, "_call", (server, handle, frozenset(methods)))
+        for name, node in attrs.items():
+            object.__setattr__(self, name, wire.decode(node, b"", None))
+
+    def __getattr__(self, name):
+        server, handle, methods = object.__getattribute__(self, "_call")
+        if name not in methods:
+            raise AttributeError(name)
+
+        def method(*args, **kwargs):
+            return server.callback(handle, name, args, kwargs)
+
+        return method
+
+
+def _seed_globals(stream) -> None:
+    import random
+
+    random.seed(stream)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(_int(stream) % 2**32)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(_int(stream))
+
+
+_main_pid = None
+
+
+def only_main_process() -> None:
+    """A process the student's function forked returns here too: it must end."""
+    if _main_pid is not None and _getpid() != _main_pid:
+        _exit(0)
+
+
+def serve(fd: int) -> None:
+    """After the harvest: serve the student's functions to the probe process over ``fd``.
+
+    Whatever breaks here (a notebook may have broken the builtins the wire relies on) ends
+    the serving, never the harvest already sent: the probes then report it."""
+    if _shell is None:
+        return
+    try:
+        _Server(fd, _shell.user_ns).loop()
+    except BaseException:  # noqa: BLE001 - the probes see the channel close
+        pass
 
 
 def _apply_limits(limits: dict) -> None:

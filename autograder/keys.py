@@ -83,6 +83,7 @@ class Keys:
                 source=self.checks[c.checks.file].source,
                 seed=probe_seed(q.seed, c.id),
                 params=q.params,
+                isolated=bool(getattr(self.checks[c.checks.file].module, "ISOLATED", False)),
             )
             for q in key.questions
             for c in q.code

@@ -53,9 +53,12 @@ HERE = Path(__file__).resolve().parent
 PROJECT_ROOT = HERE.parent
 HARNESS = HERE / "harness.py"
 EXECUTOR = HERE / "executor.py"
+PROBER = HERE / "prober.py"
+WIRE = HERE / "wire.py"
 
 UID_BASE = 61000  # student code runs as UID_BASE + slot, one slot per concurrent run
 UID_SLOTS = 1000
+PROBE_UID_OFFSET = UID_SLOTS  # the probe process runs as uid + this (executor.PROBE_UID_OFFSET)
 GRACE_SECONDS = 10.0  # past the wall limit, before the grader stops waiting for a job
 DRAIN_SECONDS = 1.0  # after the job's end, for output still in the pipes
 EXIT_SETUP_FAILED = 125
@@ -92,6 +95,9 @@ class Probe:
     source: str  # Python source of the question's checks.py (defines probe())
     seed: int  # grading seed (0 <= seed < 2**63)
     params: dict  # the student's variant params (plain JSON data)
+    # probe() runs in the probe process, the student's function behind a proxy; False:
+    # in the student's own process, as checks written before the probe process do
+    isolated: bool = False
 
 
 @dataclass(frozen=True)
@@ -227,6 +233,18 @@ def check_harvest(doc: Any, plan: Plan) -> dict:
         else:
             raise HarvestError(f"{where}: expected {{'ok': true, 'result': ...}} or an error")
     return {"cells": cells, "answers": answers, "probes": probes}
+
+
+def _probe_results(probed: bytes, ids: list[str]) -> dict:
+    """The probe process's results (``{"probes": {...}}``); each missing one an error."""
+    missing = {"ok": False, "error": "the probe process ended without a result"}
+    try:
+        doc = json.loads(probed.decode("utf-8")) if probed else {}
+    except (ValueError, RecursionError):
+        doc = {}
+    got = doc.get("probes") if type(doc) is dict else None
+    got = got if type(got) is dict else {}
+    return {pid: got.get(pid, missing) for pid in ids}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -436,19 +454,22 @@ def docker_command(
     return argv
 
 
-def _plan_request(plan: Plan) -> dict:
+def _probe_request(p: Probe) -> dict:
+    return {
+        "id": p.id,
+        "function": p.function,
+        "source": p.source,
+        "seed": int(p.seed),
+        "params_json": json.dumps(p.params, allow_nan=False),
+    }
+
+
+def _plan_request(plan: Plan, inside: bool = False) -> dict:
+    """What the student's process gets: the answer variables, and the probes that still run
+    there (``inside``: all of them, where no probe process runs beside it)."""
     return {
         "variables": [str(v) for v in plan.variables],
-        "probes": [
-            {
-                "id": p.id,
-                "function": p.function,
-                "source": p.source,
-                "seed": int(p.seed),
-                "params_json": json.dumps(p.params, allow_nan=False),
-            }
-            for p in plan.probes
-        ],
+        "probes": [_probe_request(p) for p in plan.probes if inside or not p.isolated],
     }
 
 
@@ -479,6 +500,8 @@ class _Executor:
             "keep": keep,
             "base_dir": str(base_dir),
             "harness": str(HARNESS),
+            "prober": str(PROBER),
+            "wire": str(WIRE),
             "preload": list(PRELOAD),
             "preload_stdlib": stdlib,
         }
@@ -714,7 +737,8 @@ class Sandbox:
             return Outcome(None, message, time.monotonic() - start, self.isolation, log_text)
 
         try:
-            plan_request = _plan_request(plan)
+            plan_request = _plan_request(plan, inside=self.isolation == "docker")
+            probes_request = [_probe_request(p) for p in plan.probes if p.isolated]
         except (TypeError, ValueError) as err:
             return failed(f"the plan is not JSON data: {err}")
         try:
@@ -724,7 +748,9 @@ class Sandbox:
         try:
             if self.isolation == "docker":
                 return self._run_docker(nb_fd, Path(notebook).name, plan, plan_request, start)
-            return self._run_local(nb_fd, Path(notebook).name, plan, plan_request, start)
+            return self._run_local(
+                nb_fd, Path(notebook).name, plan, plan_request, probes_request, start
+            )
         except (SandboxError, OSError) as err:  # the sandbox's trouble, recorded per submission
             return failed(f"the sandbox is unavailable: {err}")
         finally:
@@ -745,7 +771,13 @@ class Sandbox:
         return [m for m in dict.fromkeys(wanted) if m in todo]
 
     def _run_local(
-        self, nb_fd: int, name: str, plan: Plan, plan_request: dict, start: float
+        self,
+        nb_fd: int,
+        name: str,
+        plan: Plan,
+        plan_request: dict,
+        probes_request: list[dict],
+        start: float,
     ) -> Outcome:
         executor = self._executor()
         modules = self._on_demand(executor.preloaded, plan, nb_fd)
@@ -759,6 +791,7 @@ class Sandbox:
         request = {
             "job": job,
             "uid": uid,
+            "probe_uid": None if uid is None else uid + PROBE_UID_OFFSET,
             "limits": dataclasses.asdict(self.limits),
             "plan": plan_request,
             "notebook_name": os.path.basename(name) or "notebook.ipynb",
@@ -766,13 +799,19 @@ class Sandbox:
         out_r, out_w = os.pipe()
         res_r, res_w = os.pipe()
         st_r, st_w = os.pipe()
+        pr_r, pr_w = os.pipe()
         memfd = os.memfd_create("scalegrade-request", os.MFD_CLOEXEC)
+        # the probes: read by the probe process alone (never by the zygote or the student)
+        probes_fd = os.memfd_create("scalegrade-probes", os.MFD_CLOEXEC)
         retired = False
         try:
             os.write(memfd, json.dumps(request).encode())
             os.lseek(memfd, 0, os.SEEK_SET)
+            os.write(probes_fd, json.dumps(probes_request).encode())
+            os.lseek(probes_fd, 0, os.SEEK_SET)
+            fds = [memfd, nb_fd, out_w, res_w, st_w, probes_fd, pr_w]
             try:
-                executor.send({"op": "run", "job": job}, [memfd, nb_fd, out_w, res_w, st_w])
+                executor.send({"op": "run", "job": job}, fds)
             except OSError as err:
                 return Outcome(
                     None,
@@ -782,29 +821,31 @@ class Sandbox:
                     "",
                 )
             finally:
-                for fd in (memfd, out_w, res_w, st_w):
+                for fd in (memfd, out_w, res_w, st_w, probes_fd, pr_w):
                     os.close(fd)
-                memfd = -1
-            outcome, retired = self._collect(executor, job, out_r, res_r, st_r, plan, start)
+                memfd = probes_fd = -1
+            outcome, retired = self._collect(executor, job, out_r, res_r, st_r, pr_r, plan, start)
             return outcome
         finally:
-            for fd in (out_r, res_r, st_r) + ((memfd,) if memfd >= 0 else ()):
-                os.close(fd)
+            for fd in (out_r, res_r, st_r, pr_r, memfd, probes_fd):
+                if fd >= 0:
+                    os.close(fd)
             if uid_lock is not None:
                 if retired:  # its processes may still live: the uid stays locked until close()
                     self._state.retired.append(uid_lock)
                 else:
                     uid_lock.close()
 
-    def _collect(self, executor, job, out_r, res_r, st_r, plan, start):
+    def _collect(self, executor, job, out_r, res_r, st_r, pr_r, plan, start):
         limits = self.limits
         capture = _Capture(limits.output_bytes)
         result = bytearray()
+        probed = bytearray()
         oversize = False
         status = bytearray()
         events: list[dict] = []
         sel = selectors.DefaultSelector()
-        for fd in (out_r, res_r, st_r):
+        for fd in (out_r, res_r, st_r, pr_r):
             os.set_blocking(fd, False)
             sel.register(fd, selectors.EVENT_READ)
         deadline = time.monotonic() + limits.wall_seconds + GRACE_SECONDS  # from the hand-over
@@ -830,9 +871,10 @@ class Sandbox:
                         sel.unregister(key.fd)
                     elif key.fd == out_r:
                         capture.add(chunk)
-                    elif key.fd == res_r:
-                        if len(result) + len(chunk) <= limits.harvest_bytes:
-                            result += chunk
+                    elif key.fd in (res_r, pr_r):
+                        into = result if key.fd == res_r else probed
+                        if len(into) + len(chunk) <= limits.harvest_bytes:
+                            into += chunk
                         else:
                             oversize = True
                     else:
@@ -854,7 +896,7 @@ class Sandbox:
         error_event = next((e for e in events if e.get("event") == "error"), None)
         retired = exit_event is None and error_event is None
         outcome_error, harvest = self._interpret(
-            exit_event, error_event, bytes(result), oversize, plan, kill_sent
+            exit_event, error_event, bytes(result), oversize, plan, kill_sent, bytes(probed)
         )
         return (
             Outcome(
@@ -863,8 +905,8 @@ class Sandbox:
             retired,
         )
 
-    def _interpret(self, exit_event, error_event, result, oversize, plan, kill_sent):
-        """(error, harvest) from how the job ended and what it sent."""
+    def _interpret(self, exit_event, error_event, result, oversize, plan, kill_sent, probed=b""):
+        """(error, harvest) from how the job ended and what its two processes sent."""
         limits = self.limits
         if exit_event is None:
             if error_event is not None:
@@ -894,9 +936,11 @@ class Sandbox:
             return f"the harvest is larger than {limits.harvest_bytes} bytes", None
         if not result:
             return f"the notebook ended the process (exit code {code}) before the harvest", None
-        return self._envelope(result, plan, code)
+        return self._envelope(result, plan, code, probed)
 
-    def _envelope(self, result: bytes, plan: Plan, code) -> tuple[str | None, dict | None]:
+    def _envelope(
+        self, result: bytes, plan: Plan, code, probed: bytes = b""
+    ) -> tuple[str | None, dict | None]:
         try:
             envelope = json.loads(result.decode("utf-8"))
         except (ValueError, RecursionError):
@@ -906,10 +950,16 @@ class Sandbox:
                 return envelope["fatal"][:MAX_ERROR_CHARS], None
         if type(envelope) is not dict or set(envelope) != {"harvest"}:
             return "harvest is malformed: expected {'harvest': ...}", None
-        if code not in (0, None):
-            return f"the notebook ended the process (exit code {code}) after the harvest", None
+        # the harvest is whole: an exit after it (while serving the probe process) costs
+        # the probes their answers, which the probe process reports, not the harvest
+        harvest = envelope["harvest"]
+        isolated = [p.id for p in plan.probes if p.isolated]
+        if isolated and type(harvest) is dict and type(harvest.get("probes")) is dict:
+            harvest = dict(
+                harvest, probes={**harvest["probes"], **_probe_results(probed, isolated)}
+            )
         try:
-            return None, check_harvest(envelope["harvest"], plan)
+            return None, check_harvest(harvest, plan)
         except HarvestError as err:
             return f"harvest is malformed: {err}", None
         except RecursionError:

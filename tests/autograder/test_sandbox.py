@@ -339,9 +339,11 @@ def test_cheats_meet_the_isolation_and_honest_outcomes_are_unaffected(sandbox, c
     # The grader is out of reach: PID 1 of its namespace is root's, the grader is outside.
     assert report("kill_parent") == "ran"
     assert by["kill_parent"].harvest["cells"][-1]["error"].startswith("PermissionError")
-    # kill(-1) reaches no one: its uid owns no other process, init is not its to kill
+    # kill(-1) reaches no one: its uid owns no other process, init is not its to kill,
+    # and the probe process beside it has another uid (the kernel then reports success)
     assert answers("kill_all")["q1_a"] == HONEST["q1_a"]
-    assert by["kill_all"].harvest["cells"][-1]["error"].startswith("ProcessLookupError")
+    error = by["kill_all"].harvest["cells"][-1]["error"]
+    assert error is None or error.startswith("ProcessLookupError")
 
     assert by["infinite_loop"].error == "timed out after 8 s"
     assert by["infinite_loop"].harvest is None

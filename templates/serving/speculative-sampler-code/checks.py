@@ -1,19 +1,17 @@
 """Checks of the speculative sampler code part (000 §6.4, Theorem 6.11, Exercise 12).
 
-``probe`` runs in the sandbox: it calls the student's ``speculative_step(p, q, rng)``
-N_DRAWS times on one target p and draft q drawn from the seed, with a generator seeded
-from the grading seed (so the same submission always gets the same grade), and returns
-the counts of the output tokens, of the accepted drafts and of the tokens sampled after
-a rejection.  ``grade`` runs in the trusted process: it redraws p and q and applies
-chi-square tests and a binomial test, each at the false-fail rate FALSE_FAIL.
+``probe`` runs in the probe process, beside the student's: it has the student's
+``speculative_step(p, q, rng)`` called N_DRAWS times on one target p and draft q drawn
+from the seed, with a generator seeded from the grading seed (so the same submission
+always gets the same grade), and counts here the output tokens, the accepted drafts and
+the tokens sampled after a rejection.  ``grade`` runs in the trusted process: it redraws
+p and q and applies chi-square tests and a binomial test, each at the false-fail rate FALSE_FAIL.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-import random
-import sys
 import time
 from statistics import NormalDist
 
@@ -22,6 +20,8 @@ import numpy as np
 N_DRAWS = 15_000  # about 1 s for a plain NumPy implementation
 FALSE_FAIL = 1e-4  # per statistical test: a correct sampler fails a test this rarely
 SLOW_SECONDS = 25.0  # a sampler slower than this for N_DRAWS draws is stopped
+BATCH = 1000  # calls per round trip to the student's process
+ISOLATED = True  # probe() runs in the probe process; the sampler, in the student's
 
 # --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
 
@@ -57,34 +57,41 @@ def _parse(res, v: int) -> tuple[int, bool] | str:
 
 
 def probe(student, seed: int, params: dict) -> dict:
-    """Call ``speculative_step`` N_DRAWS times; return token counts (plain data)."""
+    """Call ``speculative_step`` N_DRAWS times; return token counts (plain data).
+
+    This runs in the probe process: the student's sampler runs in theirs, in batches of
+    BATCH calls, and only the (token, accepted) pairs it returns come back to be counted.
+    """
     p, q = dists(seed)
     v = len(p)
     stream = int(np.random.default_rng([seed, 21]).integers(2**62))
-    rng = np.random.default_rng(stream)
-    np.random.seed(stream % 2**32)  # reproducible even if the global generators are used
-    random.seed(stream)
-    if "torch" in sys.modules:
-        sys.modules["torch"].manual_seed(stream)
+    rng = np.random.default_rng(stream)  # the generator the sampler is given
+    student.seed(stream)  # reproducible even if the sampler uses the global generators
     output, accepted, rejected = np.zeros(v, int), np.zeros(v, int), np.zeros(v, int)
     invalid, example, error = 0, None, None
     start = time.monotonic()
     draws = 0
-    for draws in range(1, N_DRAWS + 1):  # noqa: B007 - draws is read after the loop
+    while draws < N_DRAWS and error is None:
+        batch = min(BATCH, N_DRAWS - draws)
         try:
-            res = _parse(student(p.copy(), q.copy(), rng), v)
-        except BaseException as err:  # noqa: BLE001 - anything the student raises
+            answers = student.map([(p, q, rng)] * batch, seconds=SLOW_SECONDS)
+        except Exception as err:  # noqa: BLE001 - the student's process stopped answering
             error = f"{type(err).__name__}: {err}"[:300]
             break
-        if isinstance(res, str):
-            invalid += 1
-            example = example or res
-        else:
-            output[res[0]] += 1
-            (accepted if res[1] else rejected)[res[0]] += 1
+        for answer in answers:
+            draws += 1
+            if isinstance(answer, BaseException):
+                error = f"{type(answer).__name__}: {answer}"[:300]
+                break
+            res = _parse(answer, v)
+            if isinstance(res, str):
+                invalid += 1
+                example = example or res
+            else:
+                output[res[0]] += 1
+                (accepted if res[1] else rejected)[res[0]] += 1
         if time.monotonic() - start > SLOW_SECONDS:
             error = f"stopped after {draws} draws in {SLOW_SECONDS:g} s: too slow"
-            break
     return {
         "vocab": v,
         "draws": draws,

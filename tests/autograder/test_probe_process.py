@@ -1,0 +1,326 @@
+"""The probe process, for real: probe() runs beside the student's process, not in it.
+
+The student's process S runs the cells and then only serves its functions; the probe
+process P (another uid) holds the probe code, the seeds and the inputs, and reads what
+S sends as hostile.  Each test below is a notebook doing what a cheating student would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from autograder import wire
+from autograder.sandbox import Limits, Plan, Probe, Sandbox, namespaces_available
+from tests.autograder.test_sandbox import notebook
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or not namespaces_available(), reason="needs root and namespaces"
+)
+LIMITS = Limits(wall_seconds=20.0, cpu_seconds=20, memory_bytes=2 << 30)
+SECRET_MARK = "PROBE-ONLY-7f3a9c"  # in the probe's code: S must never see it
+
+PROBE = f'''
+ISOLATED = True
+MARK = "{SECRET_MARK}"
+import numpy as np
+
+
+class Counter:
+    def __init__(self):
+        self.calls = []
+
+    def tick(self, x):
+        self.calls.append(x)
+        return x + 1
+
+
+def probe(student, seed, params):
+    x = np.random.default_rng(seed).integers(0, 100, size=5)
+    counter = Counter()
+    try:
+        y = student(x, counter)
+    except Exception as err:
+        return {{"error": f"{{type(err).__name__}}: {{err}}"}}
+    return {{"x": x.tolist(), "y": np.asarray(y).tolist(), "ticks": counter.calls}}
+'''
+SEED = 6_385_021_779  # not a number numpy's docstrings hold (987654321 is one)
+
+
+def plan(function: str = "double", source: str = PROBE) -> Plan:
+    return Plan(
+        variables=("q1_found",),
+        probes=(Probe("q2-double", function, source, SEED, {"n": 5}, isolated=True),),
+    )
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(limits=LIMITS) as box:
+        yield box
+
+
+def _run(sandbox, tmp_path, *cells: str, the_plan: Plan | None = None):
+    outcome = sandbox.run(notebook(tmp_path / "nb.ipynb", *cells), the_plan or plan())
+    assert outcome.error is None, (outcome.error, outcome.log[-2000:])
+    return outcome.harvest
+
+
+HONEST = """
+def double(x, counter):
+    for v in x:
+        counter.tick(int(v))
+    return 2 * x
+q1_found = "nothing"
+"""
+
+
+def test_the_probe_calls_the_function_in_the_students_process(sandbox, tmp_path):
+    harvest = _run(sandbox, tmp_path, HONEST)
+    probe = harvest["probes"]["q2-double"]
+    x = np.random.default_rng(SEED).integers(0, 100, size=5).tolist()
+    assert probe == {"ok": True, "result": {"x": x, "y": [2 * v for v in x], "ticks": x}}
+    assert harvest["answers"]["q1_found"] == {"kind": "string", "value": "nothing"}
+
+
+@needs_root
+def test_the_students_process_holds_no_probe_code_or_seed(sandbox, tmp_path):
+    # everything S can reach of itself: its objects, its memory, its frames, its fds
+    # the needles are split, so that the search itself never holds them whole
+    mark = (SECRET_MARK[:6], SECRET_MARK[6:])
+    seed = (str(SEED)[:4], str(SEED)[4:])
+    search = f"""
+import ctypes, gc, os
+MARKS = [{mark!r}, {seed!r}]
+def holds(text):
+    for head, tail in MARKS:
+        i = text.find(head)
+        while i >= 0:
+            if text[i + len(head) : i + len(head) + len(tail)] == tail:
+                return True
+            i = text.find(head, i + 1)
+    return False
+found = []
+for obj in gc.get_objects():
+    try:
+        text = repr(obj)
+    except Exception:
+        continue
+    if holds(text):
+        found.append(type(obj).__name__)
+with open("/proc/self/maps") as maps:  # every readable mapping, read in place
+    regions = [line.split() for line in maps]
+for fields in regions:
+    if not fields[1].startswith("r") or fields[-1] in ("[vvar]", "[vsyscall]", "[vvar_vclock]"):
+        continue
+    lo, hi = (int(x, 16) for x in fields[0].split("-"))
+    if hi - lo <= 1 << 30 and holds(ctypes.string_at(lo, hi - lo).decode("latin-1")):
+        found.append("memory " + fields[0])
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        target = os.readlink(f"/proc/self/fd/{{fd}}")
+    except OSError:
+        continue
+    if "probes" in target:
+        found.append("fd " + target)
+"""
+    harvest = _run(sandbox, tmp_path, HONEST, search + "q1_found = repr(found)")
+    assert harvest["answers"]["q1_found"] == {"kind": "string", "value": "[]"}
+    assert harvest["probes"]["q2-double"]["ok"]
+
+
+@needs_root
+def test_the_probe_process_is_out_of_the_students_reach(sandbox, tmp_path):
+    # S finds P in /proc but may not read its memory, signal it or trace it
+    reach = """
+import ctypes, os, signal
+me = os.getpid()
+others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
+tried = []
+for pid in others:
+    for what, act in (
+        ("mem", lambda: open(f"/proc/{pid}/mem", "rb").read(1)),
+        ("environ", lambda: open(f"/proc/{pid}/environ", "rb").read(1)),
+        ("kill", lambda: os.kill(pid, signal.SIGSTOP)),
+    ):
+        try:
+            act()
+            tried.append(f"{what} ok")
+        except OSError as err:
+            tried.append(f"{what} {type(err).__name__}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    tried.append("ptrace " + str(libc.ptrace(16, pid, 0, 0)))  # PTRACE_ATTACH
+q1_found = ";".join(tried)
+"""
+    harvest = _run(sandbox, tmp_path, HONEST, reach)
+    tried = harvest["answers"]["q1_found"]["value"].split(";")
+    assert tried and "ok" not in " ".join(tried), tried
+    assert all(t == "ptrace -1" or "Error" in t for t in tried), tried
+    assert harvest["probes"]["q2-double"]["ok"]  # and the probe was not stopped
+
+
+FORGERIES = {
+    # rewrite the caller's frames, patch numpy: there is nothing of the probe's to reach
+    "frames": """
+import sys
+def double(x, counter):
+    frame = sys._getframe()
+    while frame is not None:
+        for name in list(frame.f_locals):
+            if name in ("counter", "result", "y"):
+                frame.f_locals[name] = "forged"
+        frame = frame.f_back
+    counter.tick(999)
+    return 2 * x
+""",
+    "numpy": """
+import numpy as np
+np.random.default_rng = lambda *a, **k: None
+np.asarray = lambda *a, **k: [0]
+def double(x, counter):
+    counter.tick(int(x[0]))
+    return 2 * x
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGERIES))
+def test_forging_in_the_students_process_changes_nothing_the_probe_measures(
+    sandbox, tmp_path, name
+):
+    probe = _run(sandbox, tmp_path, FORGERIES[name] + "q1_found = 'x'")["probes"]["q2-double"]
+    x = np.random.default_rng(SEED).integers(0, 100, size=5).tolist()
+    assert probe["ok"] and probe["result"]["x"] == x and probe["result"]["y"] == [2 * v for v in x]
+    assert probe["result"]["ticks"] == ([999] if name == "frames" else x[:1])  # what S did
+
+
+def test_a_function_that_hangs_or_exits_costs_its_probe_not_the_harvest(tmp_path):
+    hangs = "def double(x, counter):\n    while True:\n        pass\nq1_found = 'kept'"
+    exits = (  # past the notebook's exit guard: the C library's _exit
+        "import ctypes\ndef double(x, counter):\n    ctypes.CDLL(None)._exit(3)\nq1_found = 'kept'"
+    )
+    with Sandbox(limits=Limits(wall_seconds=6.0, cpu_seconds=6)) as box:
+        for cells, why in ((exits, "ended during the call"), (hangs, "did not answer")):
+            outcome = box.run(notebook(tmp_path / "nb.ipynb", cells), plan())
+            assert outcome.error is None, (outcome.error, outcome.log[-1500:])
+            assert outcome.harvest["answers"]["q1_found"]["value"] == "kept"
+            result = outcome.harvest["probes"]["q2-double"]
+            assert not result["ok"] and why in result["error"], result  # the probe, not the job
+            assert outcome.seconds < 6.0
+
+
+def test_a_missing_function_is_named(sandbox, tmp_path):
+    harvest = _run(sandbox, tmp_path, "q1_found = 'no function'")
+    assert harvest["probes"]["q2-double"] == {
+        "ok": False,
+        "error": "function double is not defined",
+    }
+
+
+# --- the wire: what P accepts from S ----------------------------------------------------
+
+
+def _node(value):
+    enc = wire.Encoder()
+    return enc.value(value), enc.payload
+
+
+def test_values_cross_as_tagged_data_and_arrays_as_bytes():
+    value = {"a": [1, 2.5, None, True, "s", (3, 4)], "x": np.arange(6, dtype=np.float32)}
+    node, payload = _node(value)
+    back = wire.decode(node, payload)
+    assert back["a"] == [1, 2.5, None, True, "s", (3, 4)]
+    assert back["x"].dtype == np.float32 and back["x"].tolist() == list(range(6))
+    assert wire.decode(*_node(float("nan"))) != wire.decode(*_node(float("nan")))  # nan
+    assert wire.decode(*_node(2**70)) == float(2**70)
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        {"$n": [1]},  # a list posing as a scalar
+        {"$n": 1, "extra": 2},
+        {"x": 1},  # untagged
+        {"$f": "huge"},
+        {
+            "$array": [0, 80],
+            "dtype": "<f8",
+            "shape": [10],
+            "torch": False,
+            "grad": False,
+        },  # no bytes
+        {"$array": [0, 8], "dtype": "|O", "shape": [1], "torch": False, "grad": False},  # objects
+        {"$callback": 0},  # S may not hand P a handle
+        {"$object": 0, "methods": ["f"], "attrs": {}},
+    ],
+)
+def test_the_probe_side_refuses_what_the_protocol_does_not_allow(node):
+    with pytest.raises(wire.WireError):
+        wire.decode(node, b"")
+
+
+def test_deep_nesting_and_unknown_objects_are_refused():
+    deep = {"$n": 1}
+    for _ in range(wire.MAX_DEPTH + 2):
+        deep = {"$list": [deep]}
+    with pytest.raises(wire.WireError, match="nested"):
+        wire.decode(deep, b"")
+    with pytest.raises(wire.WireError, match="plain data"):
+        wire.Encoder().value(object())
+    assert json.loads(json.dumps(_node([1, 2])[0]))  # the header is JSON
+
+
+# --- the bank's checks that run in the probe process: forgeries score what they did ---
+
+SAMPLER = "serving/speculative-sampler-code"
+
+SAMPLER_FORGERIES = {
+    # 000 §6.4: the trick that beat the in-process probe: fixed output, count arrays forged
+    "constant": "def speculative_step(p, q, rng):\n    return (0, True)\n",
+    "constant, numpy.zeros patched": """
+import numpy as np
+_zeros = np.zeros
+def _forged(shape, *a, **k):
+    out = _zeros(shape, *a, **k)
+    out[:] = 1000
+    return out
+np.zeros = _forged
+def speculative_step(p, q, rng):
+    return (0, True)
+""",
+}
+
+
+def _graded(sandbox, tmp_path, qid: str, function: str, cells: str) -> float:
+    from autograder.checks import fraction, grade_result, load_checks
+    from generator import bank
+
+    folder = bank.load().templates / qid
+    checks = load_checks(folder, "checks.py")
+    assert checks.module.ISOLATED
+    the_plan = Plan(
+        variables=(),
+        probes=(Probe("q1-x", function, checks.source, SEED, {}, isolated=True),),
+    )
+    outcome = sandbox.run(notebook(tmp_path / "nb.ipynb", cells), the_plan)
+    assert outcome.error is None, outcome.error
+    probe = outcome.harvest["probes"]["q1-x"]
+    if not probe["ok"]:
+        return 0.0
+    return fraction(grade_result(checks.grade, probe["result"], SEED, {}))
+
+
+def test_sampler_forgeries_score_what_their_plain_versions_score(sandbox, tmp_path):
+    from generator import bank
+
+    reference = bank.load().question(SAMPLER).code["sampler"].solution
+    assert _graded(sandbox, tmp_path, SAMPLER, "speculative_step", reference) == 1.0
+    scores = {
+        name: _graded(sandbox, tmp_path, SAMPLER, "speculative_step", cells)
+        for name, cells in SAMPLER_FORGERIES.items()
+    }
+    assert scores["constant"] < 0.5
+    assert scores["constant, numpy.zeros patched"] == scores["constant"]
