@@ -169,6 +169,18 @@ class LocalStudent:
                 out.append(err)
         return out
 
+    def repeat(self, args: tuple, times: int, seconds: float | None = None) -> list:
+        return self.map([args] * times, seconds)
+
+    def sibling(self, name: str) -> LocalStudent:
+        fn = getattr(self.fn, "__globals__", {}).get(name)
+        if not callable(fn):
+
+            def fn(*args, **kwargs):
+                raise NameError(f"function {name} is not defined")
+
+        return LocalStudent(fn)
+
     def seed(self, stream: int) -> None:
         import random
 

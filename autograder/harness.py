@@ -605,10 +605,16 @@ class _Server:
                 args = wire.decode(msg["args"], payload, self.resolve)
                 kwargs = wire.decode(msg["kwargs"], payload, self.resolve)
                 self._reply(rid, fn(*args, **kwargs))
-            elif op == "map":
+            elif op in ("map", "repeat"):
                 fn = self._function(msg.get("function"))
+                if op == "map":
+                    calls = wire.decode(msg["calls"], payload, self.resolve)
+                else:  # the same arguments, a fresh copy for each call
+                    times = msg.get("times")
+                    times = times if _type(times) is _int and 0 <= times <= 1 << 20 else 0
+                    calls = (wire.decode(msg["args"], payload, self.resolve) for _ in range(times))
                 out = []
-                for args in wire.decode(msg["calls"], payload, self.resolve):
+                for args in calls:
                     try:
                         _list_append(out, ("ok", fn(*args)))
                     except wire.Closed:

@@ -178,6 +178,24 @@ class Student:
             raise TypeError("the notebook's process answered a batch with the wrong length")
         return [_item(x) for x in out]
 
+    def repeat(self, args: tuple, times: int, seconds: float | None = None) -> list:
+        """``times`` calls with the same arguments (each call gets its own copy), in one
+        round trip: a sampler drawn thousands of times.  Answers as :meth:`map`'s."""
+        self._channel.calls += times
+        out = self._channel.request(
+            {"op": "repeat", "function": self.__name__, "times": int(times)},
+            {"args": list(args)},
+            seconds,
+        )
+        if not isinstance(out, list) or len(out) != times:
+            raise TypeError("the notebook's process answered a batch with the wrong length")
+        return [_item(x) for x in out]
+
+    def sibling(self, name: str) -> Student:
+        """Another function of the same notebook (``optimal_eps`` beside ``ddpm_sample``);
+        calling it raises NameError when the notebook does not define it."""
+        return Student(self._channel, name)
+
     def seed(self, stream: int) -> None:
         """Seed the global generators of S (numpy, random, torch): a student who uses them
         instead of the generator given gets the same numbers in every run."""

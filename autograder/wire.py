@@ -2,11 +2,11 @@
 
 One frame is 8 bytes (``<II``: header length, payload length), a JSON header, and the
 payload: the raw bytes of the arrays the header points to.  Never pickle.  Values are
-tagged JSON (every object has one ``$`` key), so nothing a student returns can pose as a
-tag::
+JSON: null, booleans, numbers, strings and arrays (lists) stand for themselves, and every
+JSON object is one of these tags, so nothing a student returns can pose as one::
 
-    {"$n": null | bool | int | float | str}      a scalar ({"$f": "nan"} for non-finite)
-    {"$list": [...]}, {"$tuple": [...]}, {"$dict": {"key": ...}}
+    {"$f": "nan" | "inf" | "-inf"}              a non-finite float
+    {"$tuple": [...]}, {"$dict": {"key": ...}}
     {"$array": [offset, nbytes], "dtype": "<f8", "shape": [2, 3], "torch": false, "grad": false}
     {"$rng": handle, "state": {...}}            a NumPy Generator, kept in S by handle
     {"$callback": handle}                       a function of P's, called back from S
@@ -145,20 +145,20 @@ class Encoder:
         if depth > MAX_DEPTH:
             raise WireError(f"nested deeper than {MAX_DEPTH} levels")
         t = _type(v)
-        if v is None or t is _bool or t is _str:
-            if t is _str and _len(v) > MAX_STRING:
+        if v is None or t is _bool:
+            return v
+        if t is _str:
+            if _len(v) > MAX_STRING:
                 raise WireError(f"a string of {_len(v)} characters")
-            return {"$n": v}
+            return v
         if t is _int:
-            if not -_INT64 <= v < _INT64:
-                return {"$n": _float(v)}
-            return {"$n": v}
+            return v if -_INT64 <= v < _INT64 else _float(v)
         if t is _float:
             if _isfinite(v):
-                return {"$n": v}
+                return v
             return {"$f": "nan" if v != v else ("inf" if v > 0 else "-inf")}
         if t is _list:
-            return {"$list": [self.value(x, depth + 1) for x in v]}
+            return [self.value(x, depth + 1) for x in v]
         if t is _tuple:
             return {"$tuple": [self.value(x, depth + 1) for x in v]}
         if t is _dict:
@@ -175,7 +175,9 @@ class Encoder:
             if t is np.ndarray:
                 return self._array(v, False, False)
             if isinstance(v, np.bool_):
-                return {"$n": _bool(v)}
+                return _bool(v)
+            if isinstance(v, np.str_):
+                return self.value(_str.__str__(v), depth)
             if isinstance(v, np.integer):
                 return self.value(_int(v), depth)
             if isinstance(v, np.floating):
@@ -220,29 +222,31 @@ def decode(node, payload: bytes, resolve=None, depth: int = 0):
     handle stands for (S's stubs for P's callbacks; None refuses handles)."""
     if depth > MAX_DEPTH:
         raise WireError(f"nested deeper than {MAX_DEPTH} levels")
-    if _type(node) is not _dict or _len(node) < 1:
-        raise WireError("a value that is not a tagged object")
-    if "$n" in node:
-        v = node["$n"]
-        t = _type(v)
-        if _len(node) != 1 or not (v is None or t in (_bool, _int, _float, _str)):
-            raise WireError("a malformed scalar")
-        if t is _float and not _isfinite(v):
+    t = _type(node)
+    if node is None or t is _bool or t is _int:
+        return node
+    if t is _float:
+        if not _isfinite(node):
             raise WireError("a non-finite number outside {'$f': ...}")
-        if t is _str and _len(v) > MAX_STRING:
-            raise WireError(f"a string of {_len(v)} characters")
-        return v
+        return node
+    if t is _str:
+        if _len(node) > MAX_STRING:
+            raise WireError(f"a string of {_len(node)} characters")
+        return node
+    if t is _list:
+        return [decode(x, payload, resolve, depth + 1) for x in node]
+    if t is not _dict or _len(node) < 1:
+        raise WireError("a value that is not data")
     if "$f" in node:
         names = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
         if _len(node) != 1 or node["$f"] not in names:
             raise WireError("a malformed non-finite number")
         return names[node["$f"]]
-    for tag, make in (("$list", _list), ("$tuple", _tuple)):
-        if tag in node:
-            items = node[tag]
-            if _len(node) != 1 or _type(items) is not _list:
-                raise WireError(f"a malformed {tag[1:]}")
-            return make(decode(x, payload, resolve, depth + 1) for x in items)
+    if "$tuple" in node:
+        items = node["$tuple"]
+        if _len(node) != 1 or _type(items) is not _list:
+            raise WireError("a malformed tuple")
+        return _tuple(decode(x, payload, resolve, depth + 1) for x in items)
     if "$dict" in node:
         items = node["$dict"]
         if _len(node) != 1 or _type(items) is not _dict:

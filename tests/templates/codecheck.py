@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autograder.checks import fraction, run_locally
+from autograder.checks import LocalStudent, fraction, run_locally
 from generator.starter import CodeSources, split
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 
 __all__ = [
+    "student_for",
     "TEMPLATES",
     "define",
     "fraction",
@@ -62,3 +63,9 @@ def lost(props: list[dict]) -> set[str]:
 
 def names(props: list[dict]) -> set[str]:
     return {p["name"] for p in props}
+
+
+def student_for(module, fn):
+    """``fn`` as a checks module's probe() gets the student's function: behind the probe
+    process's interface when the checks run there (``ISOLATED``)."""
+    return LocalStudent(fn) if getattr(module, "ISOLATED", False) else fn

@@ -31,6 +31,7 @@ from tests.templates.codecheck import (
     lost,
     names,
     starter,
+    student_for,
 )
 
 ATTENTION = TEMPLATES / "systems" / "online-softmax-code"
@@ -112,7 +113,7 @@ def test_a_function_that_returns_nothing_scores_zero(folder):
 def test_probe_results_are_plain_json(folder, fn):
     """What comes out of the sandbox is JSON data: no arrays, no NaN literals."""
     module = load_checks(folder, "checks.py").module
-    json.dumps(module.probe(fn, 1, {}), allow_nan=False)
+    json.dumps(module.probe(student_for(module, fn), 1, {}), allow_nan=False)
 
 
 # --- online-softmax attention (§2.3, Proposition 2.4) -----------------------------------------

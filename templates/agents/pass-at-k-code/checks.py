@@ -1,8 +1,9 @@
 """Checks of the pass@k code part (000 §7.3, Proposition 7.5).
 
-``probe`` runs in the sandbox: it calls the student's ``pass_at_k(n, c, k)`` on triples
-drawn from the seed (moderate n, edge cases, n up to 20 000 with k up to 1000, and every
-c = 0..n for one (n, k)) and returns the values as floats.  ``grade`` runs in the trusted
+``probe`` runs in the probe process, beside the student's: it has the student's
+``pass_at_k(n, c, k)`` called on triples drawn from the seed (moderate n, edge cases, n
+up to 20 000 with k up to 1000, and every c = 0..n for one (n, k)), in one batch, and
+keeps the values as floats.  ``grade`` runs in the trusted
 process: it recomputes 1 − C(n − c, k)/C(n, k) exactly with Python's integers and checks
 the unbiasedness of the sweep over c against 1 − (1 − p)^k.
 
@@ -20,6 +21,7 @@ import numpy as np
 RTOL, ATOL = 1e-7, 1e-10
 HUGE_RTOL, HUGE_ATOL = 1e-6, 1e-9
 BIAS_ATOL = 1e-9
+ISOLATED = True  # probe() runs in the probe process; pass_at_k, in the student's
 
 # --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
 
@@ -55,12 +57,10 @@ def cases(seed: int) -> dict:
     return {"values": values, "edges": edges, "huge": huge, "sweep": (sweep_n, sweep_k, ps)}
 
 
-def _value(student, n: int, c: int, k: int):
-    """The student's pass@k as a float (or "nan"/"inf"), or {"error": ...}."""
-    try:
-        v = student(n, c, k)
-    except BaseException as err:  # noqa: BLE001 - anything the student raises
-        return {"error": f"{type(err).__name__}: {err}"[:200]}
+def _value(v):
+    """What the student's pass@k returned, as a float (or "nan"/"inf"), or {"error": ...}."""
+    if isinstance(v, BaseException):  # raised in the student's process
+        return {"error": f"{type(v).__name__}: {v}"[:200]}
     if isinstance(v, str | bytes):
         return {"error": f"returned a {type(v).__name__}, not a number"}
     try:
@@ -74,12 +74,18 @@ def probe(student, seed: int, params: dict) -> dict:
     """Call ``pass_at_k`` on the seed's triples; return the values (plain data)."""
     c = cases(seed)
     n, k, _ = c["sweep"]
-    return {
-        "values": [_value(student, *t) for t in c["values"]],
-        "edges": [_value(student, *t) for t in c["edges"]],
-        "huge": [_value(student, *t) for t in c["huge"]],
-        "sweep": [_value(student, n, ci, k) for ci in range(n + 1)],
+    groups = {
+        "values": c["values"],
+        "edges": c["edges"],
+        "huge": c["huge"],
+        "sweep": [(n, ci, k) for ci in range(n + 1)],
     }
+    calls = [t for triples in groups.values() for t in triples]
+    try:
+        answers = iter(student.map(calls))
+    except Exception as err:  # noqa: BLE001 - the student's process stopped answering
+        answers = iter([err] * len(calls))
+    return {name: [_value(next(answers)) for _ in triples] for name, triples in groups.items()}
 
 
 # --- grade (trusted) ---------------------------------------------------------------------

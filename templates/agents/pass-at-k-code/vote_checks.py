@@ -1,9 +1,10 @@
 """Checks of the majority vote code part (000 §7.2, Theorem 7.4, Exercise 14).
 
-``probe`` runs in the sandbox: it calls the student's ``majority_vote(answers, rng)`` on
-lists with a single most common answer, N_TIES times on one list where several answers
-share the highest count, and N_VOTES times on simulated runs (each right with probability
-q, wrong answers never coinciding), with a generator seeded from the grading seed.
+``probe`` runs in the probe process, beside the student's: it has the student's
+``majority_vote(answers, rng)`` called on lists with a single most common answer, N_TIES
+times on one list where several answers share the highest count, and N_VOTES times on
+simulated runs (each right with probability q, wrong answers never coinciding), with a
+generator seeded from the grading seed, in batches, and counts the answers here.
 ``grade`` runs in the trusted process: it redraws the lists and applies a chi-square test
 of uniform tie-breaking and a binomial test of the vote's success against
 P(X ≥ 2) + P(X = 1)/r, each at the false-fail rate FALSE_FAIL.
@@ -12,8 +13,6 @@ P(X ≥ 2) + P(X = 1)/r, each at the false-fail rate FALSE_FAIL.
 from __future__ import annotations
 
 import math
-import random
-import sys
 from statistics import NormalDist
 
 import numpy as np
@@ -22,6 +21,7 @@ N_TIES = 3_000
 N_VOTES = 4_000
 FALSE_FAIL = 1e-4  # per statistical test: a correct vote fails a test this rarely
 RIGHT = "right"
+ISOLATED = True  # probe() runs in the probe process; majority_vote, in the student's
 
 # --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
 
@@ -70,19 +70,25 @@ def _plain_answer(a):
 def probe(student, seed: int, params: dict) -> dict:
     """Call ``majority_vote`` on the seed's lists; return answers and counts (plain data)."""
     c = cases(seed)
-    rng = np.random.default_rng(c["stream"])
-    np.random.seed(c["stream"] % 2**32)  # reproducible even if the global generators are used
-    random.seed(c["stream"])
-    if "torch" in sys.modules:
-        sys.modules["torch"].manual_seed(c["stream"])
+    rng = np.random.default_rng(c["stream"])  # the generator the vote is given
     out: dict = {"clear": [], "error": None}
+
+    def votes(lists: list, times: int = 0) -> list:
+        if times:  # one list, voted on ``times`` times
+            answers = student.repeat((lists[0], rng), times)
+        else:
+            answers = student.map([(answers, rng) for answers in lists])
+        for a in answers:
+            if isinstance(a, BaseException):  # raised in the student's process
+                raise a
+        return [_plain_answer(a) for a in answers]
+
     try:
-        for answers, _ in c["clear"]:
-            out["clear"].append(_plain_answer(student(list(answers), rng)))
+        student.seed(c["stream"])  # reproducible even if the global generators are used
+        out["clear"] = votes([list(answers) for answers, _ in c["clear"]])
         wins: dict = {a: 0 for a in c["tied"]}
         others = 0
-        for _ in range(N_TIES):
-            a = _plain_answer(student(list(c["ties"]), rng))
+        for a in votes([list(c["ties"])], N_TIES):
             if type(a) is str and a in wins:
                 wins[a] += 1
             else:
@@ -90,11 +96,11 @@ def probe(student, seed: int, params: dict) -> dict:
         out["ties"] = [wins[a] for a in c["tied"]] + [others]
         runs = np.random.default_rng(c["runs_seed"])
         right = runs.random((N_VOTES, c["n_runs"])) < c["q"]
-        successes = 0
-        for v in range(N_VOTES):
-            answers = [RIGHT if ok else f"wrong-{v}-{j}" for j, ok in enumerate(right[v])]
-            successes += _plain_answer(student(answers, rng)) == RIGHT
-        out["successes"] = int(successes)
+        lists = [
+            [RIGHT if ok else f"wrong-{v}-{j}" for j, ok in enumerate(right[v])]
+            for v in range(N_VOTES)
+        ]
+        out["successes"] = sum(a == RIGHT for a in votes(lists))
     except BaseException as err:  # noqa: BLE001 - anything the student raises
         out["error"] = f"{type(err).__name__}: {err}"[:300]
     return out

@@ -1,11 +1,12 @@
 """Checks of the DDPM sampler code part (001 §7.3, def. 7.10 and 7.13, Exercise 9).
 
-``probe`` runs in the sandbox.  It calls the student's ``optimal_eps`` (defined in the
-same cell as ``ddpm_sample``, found in the notebook's namespace) on arrays drawn from the
-seed; runs ``ddpm_sample`` for a few steps with a test predictor ε̂(x, t) = tanh(w_t x + c_t)
-that records every x_t it is called with, so that each reverse step can be checked
-without knowing the student's noise draws; and runs ``ddpm_sample`` with ε* on the notes'
-schedule for s = 0.5 and 2, returning the sums needed for the samples' variance.
+``probe`` runs in the probe process, beside the student's. It calls the student's
+``optimal_eps`` (defined in the same cell as ``ddpm_sample``, found in the notebook's
+namespace) on arrays drawn from the seed; runs ``ddpm_sample`` for a few steps with a test
+predictor ε̂(x, t) = tanh(w_t x + c_t) that records every x_t it is called with, so that
+each reverse step can be checked without knowing the student's noise draws; and runs
+``ddpm_sample`` with ε* on the notes' schedule for s = 0.5 and 2, returning the sums
+needed for the samples' variance.
 
 ``grade`` runs in the trusted process.  For each recorded step it computes the residual
 r = x_{t−1} − (x_t − β_t/√(1 − ᾱ_t) ε̂)/√α_t and regresses it on (1, x_t, ε̂): a correct
@@ -18,10 +19,11 @@ from __future__ import annotations
 
 import math
 import operator
-import random
 import sys
 
 import numpy as np
+
+ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
 FALSE_FAIL = 1e-4  # per statistical test
 EPS_RTOL, EPS_ATOL = 1e-5, 1e-8  # optimal_eps: loose enough for a float32 computation
@@ -98,14 +100,6 @@ def _step(t) -> int | None:
             return None
 
 
-def _seed(stream: int) -> None:
-    """Seed the global generators too, so that a sampler using them is still reproducible."""
-    np.random.seed(stream % 2**32)
-    random.seed(stream)
-    if "torch" in sys.modules:
-        sys.modules["torch"].manual_seed(stream)
-
-
 class _Recorder:
     """The ε̂ handed to the student's sampler: records (t, x_t), returns ``predict(x_t, t)``."""
 
@@ -130,15 +124,14 @@ class _Recorder:
 
 
 def _probe_eps(student, c: dict) -> dict:
-    namespace = getattr(student, "__globals__", None)
-    fn = namespace.get("optimal_eps") if isinstance(namespace, dict) else None
-    if not callable(fn):
-        return {"error": "no function optimal_eps is defined next to ddpm_sample"}
+    fn = student.sibling("optimal_eps")
     out = []
     for case in c["eps"]:
         try:
             value = _array(fn(case["x_t"].copy(), case["alpha_bar"], case["s"]))
             out.append({"shape": list(value.shape), "value": _plain(value.reshape(-1)[:64])})
+        except NameError:
+            return {"error": "no function optimal_eps is defined next to ddpm_sample"}
         except BaseException as err:  # noqa: BLE001 - anything the student raises
             out.append({"error": _error(err)})
     return {"error": None, "cases": out}
@@ -146,7 +139,7 @@ def _probe_eps(student, c: dict) -> dict:
 
 def _probe_trajectory(student, c: dict) -> dict:
     recorder = _Recorder(lambda x, t: test_eps(x, t, c), 4 * TRAJ_STEPS)
-    _seed(c["streams"][0])
+    student.seed(c["streams"][0])
     try:
         x0 = _array(
             student(
@@ -172,7 +165,7 @@ def _probe_std(student, c: dict) -> list[dict]:
     out = []
     for s, stream in zip(DATA_STDS, c["streams"][1:], strict=True):
         recorder = _Recorder(lambda x, t, s=s: eps_star(x, t, s), 2 * len(NOTES_BETAS), False)
-        _seed(stream)
+        student.seed(stream)
         try:
             x0 = _array(
                 student(recorder, NOTES_BETAS.copy(), STD_POINTS, np.random.default_rng(stream))

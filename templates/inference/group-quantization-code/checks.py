@@ -1,12 +1,12 @@
 """Checks of the group-wise quantization code part (000 §6.3).
 
-``probe`` runs in the sandbox: it calls the student's ``quantize_groups(w, bits,
-group_size)`` on weight matrices drawn from the seed (small Gaussian weights with a few
-outliers, a matrix with a group of zeros, and one matrix quantized with two group sizes)
-and returns the codes, their dtype and the scales.  ``grade`` runs in the trusted process:
-it redraws the weights and checks the codes against the signed range, the scales against
-max|w|/(2^(b−1) − 1) per group, the round trip against half a step, and the errors of the
-two group sizes against each other.
+``probe`` runs in the probe process, beside the student's: it calls the student's
+``quantize_groups(w, bits, group_size)`` on weight matrices drawn from the seed (small
+Gaussian weights with a few outliers, a matrix with a group of zeros, and one matrix
+quantized with two group sizes) and returns the codes, their dtype and the scales.
+``grade`` runs in the trusted process: it redraws the weights and checks the codes against
+the signed range, the scales against max|w|/(2^(b−1) − 1) per group, the round trip
+against half a step, and the errors of the two group sizes against each other.
 
 The properties are separated on purpose: the round trip is measured with the student's
 own scales, so that a wrong range (2^b − 1 levels, say) costs the codes and the scales,
@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
 SCALE_RTOL = 1e-5  # a float32 computation of the scales passes
 STEP_SLACK = 1e-4  # |w − s·q| may exceed s/2 by this fraction (float32 rounding)

@@ -1,11 +1,12 @@
 """Checks of the error-feedback code part (000 §4.2, Theorem 4.8, Code 4.9, Exercise 9(c)).
 
-``probe`` runs in the sandbox: it calls the student's ``topk_ef_step(grad, memory, k)`` on
-single random inputs, then inside the distributed least-squares run of Code 4.9 (4 workers
-with different data, k = 5 of d = 50), feeding each worker's returned memory back to it,
-and returns the outputs and the final iterate.  ``grade`` runs in the trusted process: it
-redraws the inputs from the seed, compares with top_k(grad + memory), and measures f − f*
-of the student's final iterate against the same run with error feedback and without memory.
+``probe`` runs in the probe process, beside the student's: it calls the student's
+``topk_ef_step(grad, memory, k)`` on single random inputs, then inside the distributed
+least-squares run of Code 4.9 (4 workers with different data, k = 5 of d = 50), feeding
+each worker's returned memory back to it, and returns the outputs and the final iterate.
+``grade`` runs in the trusted process: it redraws the inputs from the seed, compares with
+top_k(grad + memory), and measures f − f* of the student's final iterate against the same
+run with error feedback and without memory.
 
 The properties are separated on purpose: the count of entries sent, which entries, the
 memory update and the convergence, so that keeping k + 1 entries costs only the count and
@@ -18,6 +19,8 @@ import functools
 import math
 
 import numpy as np
+
+ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
 TOL = 1e-6  # relative to |grad| + |memory|: a float32 computation inside passes
 WORKERS, DIM, ROWS, KEEP, ETA, STEPS = 4, 50, 200, 5, 0.05, 300  # Code 4.9, 300 steps
@@ -69,9 +72,16 @@ def _call(student, grad: np.ndarray, memory: np.ndarray, k: int):
         res = student(grad.copy(), memory.copy(), k)
     except BaseException as err:  # noqa: BLE001 - anything the student raises
         return f"{type(err).__name__}: {err}"[:300]
+    return _pair(res, grad.size)
+
+
+def _pair(res, n: int):
+    """What one call returned, as (compressed, new_memory) float64 arrays, or why not."""
+    if isinstance(res, BaseException):  # raised in the student's process
+        return f"{type(res).__name__}: {res}"[:300]
     if not isinstance(res, tuple | list) or len(res) != 2:
         return f"returned {type(res).__name__}, not a (compressed, new_memory) pair"
-    sent, memory = (_vector(r, grad.size) for r in res)
+    sent, memory = (_vector(r, n) for r in res)
     if isinstance(sent, str):
         return f"compressed: {sent}"
     if isinstance(memory, str):
@@ -97,9 +107,13 @@ def probe(student, seed: int, params: dict) -> dict:
     error, steps = None, 0
     for steps in range(1, STEPS + 1):  # noqa: B007 - steps is read after the loop
         msgs = []
-        for i in range(WORKERS):
-            g = ETA * (prob["hess"][i] @ x - prob["lin"][i])
-            res = _call(student, g, memories[i], KEEP)
+        grads = [ETA * (prob["hess"][i] @ x - prob["lin"][i]) for i in range(WORKERS)]
+        try:  # the workers of one step, in one round trip
+            answers = student.map([(g, m, KEEP) for g, m in zip(grads, memories, strict=True)])
+        except Exception as err:  # noqa: BLE001 - the student's process stopped answering
+            answers = [err] * WORKERS
+        for i, answer in enumerate(answers):
+            res = _pair(answer, DIM)
             if isinstance(res, str):
                 error = f"step {steps}, worker {i}: {res}"
                 break

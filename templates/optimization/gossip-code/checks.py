@@ -1,10 +1,10 @@
 """Checks of the gossip code part (000 §4.4, Proposition 4.14, Example 4.15, Exercise 10).
 
-``probe`` runs in the sandbox: it calls the student's ``gossip(adjacency, x, eps)`` on four
-graphs drawn from the seed (a ring, a torus, a random graph whose degrees differ and a
-complete bipartite graph) and returns W, λ, the rounds and the final values.  ``grade``
-runs in the trusted process: it redraws the graphs and the start values, checks W, and
-recomputes λ and the rounds from the student's own W.
+``probe`` runs in the probe process, beside the student's: it calls the student's
+``gossip(adjacency, x, eps)`` on four graphs drawn from the seed (a ring, a torus, a
+random graph whose degrees differ and a complete bipartite graph) and returns W, λ, the
+rounds and the final values. ``grade`` runs in the trusted process: it redraws the graphs
+and the start values, checks W, and recomputes λ and the rounds from the student's own W.
 
 The properties are separated on purpose: λ and the rounds are judged against the
 student's W, so that the row weights 1/(deg_i + 1) of a graph whose degrees differ cost
@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
 TOL = 1e-9  # W, the mean: float64 arithmetic on p ≤ 25 values
 LAM_TOL = 1e-6

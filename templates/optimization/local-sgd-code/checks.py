@@ -1,10 +1,11 @@
 """Checks of the local SGD code part (000 §4.3, local SGD and DiLoCo).
 
-``probe`` runs in the sandbox: it calls the student's ``local_sgd`` three times on a noisy
-quadratic with different data on each worker (H = 1, and two values of H > 1, one of
-which does not divide T), with gradient functions that log the point of every call and an
-``average`` that logs when it is called.  ``grade`` runs in the trusted process: it redraws
-the problem and the gradient noise from the seed and replays local SGD.
+``probe`` runs in the probe process, beside the student's: it calls the student's
+``local_sgd`` three times on a noisy quadratic with different data on each worker (H = 1,
+and two values of H > 1, one of which does not divide T), with gradient functions that log
+the point of every call and an ``average`` that logs when it is called. ``grade`` runs in
+the trusted process: it redraws the problem and the gradient noise from the seed and
+replays local SGD.
 
 The properties are separated on purpose: averaging with ``np.mean`` instead of ``average``
 costs only the count of rounds, averaging every step whatever H costs the count and the
@@ -16,6 +17,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
 WORKERS, DIM, LR, NOISE = 4, 6, 0.1, 0.5
 RTOL, ATOL = 1e-5, 1e-7  # a float32 computation inside passes

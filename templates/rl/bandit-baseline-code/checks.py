@@ -1,21 +1,20 @@
 """Checks of the REINFORCE-with-baseline code part (001 §7.2, example 7.6, Exercise 10).
 
-``probe`` runs in the sandbox: it calls the student's ``reinforce_estimates`` with
-generators seeded from the grading seed (and the global generators seeded too, so that
-the same code always gets the same grade) and returns, for each (θ, b), the count, sum
-and sum of squares of the estimates; the extreme estimates at b* = 1 − σ; and two runs
-with generators seeded alike.  ``grade`` runs in the trusted process: it redraws (θ, b)
-from the seed and tests the mean against σ(1 − σ) and the variance against Ex. 10(a),
-each with a z-test at the false-fail rate FALSE_FAIL.
-"""
+``probe`` runs in the probe process, beside the student's: it calls the student's
+``reinforce_estimates`` with generators seeded from the grading seed (and the global
+generators seeded too, so that the same code always gets the same grade) and returns, for
+each (θ, b), the count, sum and sum of squares of the estimates; the extreme estimates at
+b* = 1 − σ; and two runs with generators seeded alike. ``grade`` runs in the trusted
+process: it redraws (θ, b) from the seed and tests the mean against σ(1 − σ) and the
+variance against Ex. 10(a), each with a z-test at the false-fail rate FALSE_FAIL."""
 
 from __future__ import annotations
 
 import math
-import random
-import sys
 
 import numpy as np
+
+ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
 N_ROLLOUTS = 20_000  # per (θ, b): the mean to ±1 % of its spread's scale
 FALSE_FAIL = 1e-4  # per statistical test
@@ -59,13 +58,6 @@ def sigmoid(theta: float) -> float:
 # --- probe (sandbox) -------------------------------------------------------------------------
 
 
-def _seed(stream: int) -> None:
-    np.random.seed(stream % 2**32)
-    random.seed(stream)
-    if "torch" in sys.modules:
-        sys.modules["torch"].manual_seed(stream)
-
-
 def _call(student, theta: float, b: float, n: int, stream: int) -> np.ndarray | str:
     """The student's n estimates as a float64 array, or why there are none."""
     try:
@@ -89,7 +81,7 @@ def probe(student, seed: int, params: dict) -> dict:
     stats = []
     for case in c["stats"]:
         stream = next(streams)
-        _seed(stream)
+        student.seed(stream)
         g = _call(student, case["theta"], case["b"], N_ROLLOUTS, stream)
         if isinstance(g, str):
             stats.append({"error": g})
@@ -100,7 +92,7 @@ def probe(student, seed: int, params: dict) -> dict:
     optimal = []
     for theta in c["optimal"]:
         stream = next(streams)
-        _seed(stream)
+        student.seed(stream)
         g = _call(student, theta, 1 - sigmoid(theta), N_OPTIMAL, stream)
         if isinstance(g, str):
             optimal.append({"error": g})
@@ -109,7 +101,7 @@ def probe(student, seed: int, params: dict) -> dict:
     stream = next(streams)
     runs = []
     for k in range(2):  # the same seed for rng, other seeds for the global generators
-        _seed(stream + 1 + k)
+        student.seed(stream + 1 + k)
         g = _call(student, c["stats"][2]["theta"], c["stats"][2]["b"], N_REPEAT, stream)
         runs.append(g if isinstance(g, str) else [float(v) for v in g])
     return {"stats": stats, "optimal": optimal, "repeat": runs}

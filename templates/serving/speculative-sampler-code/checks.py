@@ -74,7 +74,7 @@ def probe(student, seed: int, params: dict) -> dict:
     while draws < N_DRAWS and error is None:
         batch = min(BATCH, N_DRAWS - draws)
         try:
-            answers = student.map([(p, q, rng)] * batch, seconds=SLOW_SECONDS)
+            answers = student.repeat((p, q, rng), batch, seconds=SLOW_SECONDS)
         except Exception as err:  # noqa: BLE001 - the student's process stopped answering
             error = f"{type(err).__name__}: {err}"[:300]
             break

@@ -1,18 +1,20 @@
 """Checks of the circular convolution code part (001 ch. 1, def. 1.7, prop. 1.8, Ex. 8(b, c)).
 
-``probe`` runs in the sandbox: it calls the student's ``circular_conv2d`` on float64
-tensors drawn from the seed (one channel with k = 3 and 5, then c_in = 3 → c_out = 2), at
-stride 1 and 2, on the inputs and on their cyclic shifts, and returns the outputs.
-``grade`` runs in the trusted process: it recomputes the circular cross-correlation of
-conv2d(padding_mode="circular") from the seed, and checks the equivariance properties on
-the student's own outputs, so that a wrong value and a broken symmetry count apart.
-"""
+``probe`` runs in the probe process, beside the student's: it calls the student's
+``circular_conv2d`` on float64 tensors drawn from the seed (one channel with k = 3 and 5,
+then c_in = 3 → c_out = 2), at stride 1 and 2, on the inputs and on their cyclic shifts,
+and returns the outputs. ``grade`` runs in the trusted process: it recomputes the circular
+cross-correlation of conv2d(padding_mode="circular") from the seed, and checks the
+equivariance properties on the student's own outputs, so that a wrong value and a broken
+symmetry count apart."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+
+ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
 RTOL = 1e-5  # values: loose enough for a float32 computation inside
 EQUIV_RTOL = 1e-6  # a shift of the input is the same shift of the output: equal to rounding
