@@ -323,3 +323,76 @@ def test_sampler_forgeries_score_what_their_plain_versions_score(sandbox, tmp_pa
     }
     assert scores["constant"] < 0.5
     assert scores["constant, numpy.zeros patched"] == scores["constant"]
+
+
+LOCAL = "optimization/local-sgd-code"
+EVERY_STEP = """
+import numpy as np
+def local_sgd(grads, x0, lr, steps, H, average):
+    xs = [np.array(x0, dtype=float) for _ in grads]
+    for _ in range(steps):  # ignores H: mini-batch SGD
+        xs = [x - lr * g(x) for x, g in zip(xs, grads)]
+        avg = average(xs)
+        xs = [avg.copy() for _ in grads]
+    return xs
+"""
+LOCAL_FORGERIES = {
+    # what beat the in-process probe: rewrite its log through the callbacks' closures,
+    # read its counters from the caller's frame, call the checks' own reference
+    "closures": EVERY_STEP.replace(
+        "    return xs",
+        """    for g in list(grads) + [average]:
+        for cell in getattr(g, "__closure__", None) or ():
+            obj = cell.cell_contents
+            for name in ("rounds", "calls", "points"):
+                if hasattr(obj, name):
+                    setattr(obj, name, [])
+    return xs""",
+    ),
+    "frames and modules": EVERY_STEP.replace(
+        "    return xs",
+        """    import sys
+    frame, found = sys._getframe(), []
+    while frame is not None:
+        found += [v for k, v in frame.f_locals.items() if k in ("log", "prob")]
+        frame = frame.f_back
+    for name, module in list(sys.modules.items()):
+        if "checks" in name and hasattr(module, "problem"):
+            found.append(module)
+    assert not found, found  # none of the probe's objects is here
+    return xs""",
+    ),
+}
+
+
+def test_local_sgd_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
+    plain = _graded(sandbox, tmp_path, LOCAL, "local_sgd", EVERY_STEP)
+    assert 0 < plain < 1  # the plain mistake loses some properties (000 §4.3: H ignored)
+    for name, cells in LOCAL_FORGERIES.items():
+        assert _graded(sandbox, tmp_path, LOCAL, "local_sgd", cells) == plain, name
+
+
+EF = "optimization/error-feedback-code"
+PLAIN_TOPK = """
+import numpy as np
+def topk_ef_step(grad, memory, k):  # top-k without the memory: error feedback forgotten
+    v = np.asarray(grad, dtype=float)
+    out = np.zeros_like(v)
+    idx = np.argsort(np.abs(v))[-k:]
+    out[idx] = v[idx]
+    return out, np.zeros_like(v)
+"""
+PATCHED_TOPK = (
+    PLAIN_TOPK
+    + """
+np.mean = lambda *a, **k: 0.0  # the probe averaged the workers' messages with np.mean
+np.allclose = lambda *a, **k: True
+np.linalg.norm = lambda *a, **k: 0.0
+"""
+)
+
+
+def test_error_feedback_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
+    plain = _graded(sandbox, tmp_path, EF, "topk_ef_step", PLAIN_TOPK)
+    assert plain < 1
+    assert _graded(sandbox, tmp_path, EF, "topk_ef_step", PATCHED_TOPK) == plain
