@@ -600,11 +600,14 @@ class _Server:
                 stream = wire.decode(msg["stream"], payload)
                 _seed_globals(stream)
                 self._reply(rid, None)
-            elif op == "call":
+            elif op in ("call", "gradient"):
                 fn = self._function(msg.get("function"))
                 args = wire.decode(msg["args"], payload, self.resolve)
                 kwargs = wire.decode(msg["kwargs"], payload, self.resolve)
-                self._reply(rid, fn(*args, **kwargs))
+                if op == "call":
+                    self._reply(rid, fn(*args, **kwargs))
+                else:
+                    self._reply(rid, with_gradients(fn, args, kwargs))
             elif op in ("map", "repeat"):
                 fn = self._function(msg.get("function"))
                 if op == "map":
@@ -666,6 +669,23 @@ class _Stub:
             return server.callback(handle, name, args, kwargs)
 
         return method
+
+
+def with_gradients(fn, args: list, kwargs: dict):
+    """``fn(*args, **kwargs)`` and the gradients of its sum with respect to the arguments
+    that are tensors requiring one: (value, gradients or None, why there are none)."""
+    value = fn(*args, **kwargs)
+    torch = sys.modules.get("torch")
+    inputs = [a for a in args if torch is not None and _isinstance(a, torch.Tensor)]
+    inputs = [a for a in inputs if a.requires_grad]
+    if torch is None or not _isinstance(value, torch.Tensor) or not value.requires_grad:
+        return value, None, "the value carries no gradient (a tensor detached from its inputs?)"
+    try:
+        total = value if value.numel() == 1 else value.sum()
+        grads = torch.autograd.grad(total.reshape(()), inputs, allow_unused=True)
+    except Exception as err:  # noqa: BLE001 - the student's graph
+        return value, None, _error_text(err)
+    return value, [None if g is None else g.detach() for g in grads], None
 
 
 def _seed_globals(stream) -> None:

@@ -165,6 +165,21 @@ class Student:
             {"op": "call", "function": self.__name__}, {"args": list(args), "kwargs": kwargs}
         )
 
+    def gradient(self, *args, **kwargs):
+        """Call, then differentiate in S: (value, gradients, why there are none).  The
+        gradients are those of the value's sum with respect to the arguments that are
+        tensors with ``requires_grad``, in order (None for an unused one)."""
+        self._channel.calls += 1
+        out = self._channel.request(
+            {"op": "gradient", "function": self.__name__}, {"args": list(args), "kwargs": kwargs}
+        )
+        if not (isinstance(out, tuple) and len(out) == 3):
+            raise TypeError("the notebook's process answered a gradient malformed")
+        value, grads, why = out
+        if grads is not None and not isinstance(grads, list):
+            raise TypeError("the notebook's process answered a gradient malformed")
+        return value, grads, why if isinstance(why, str) or why is None else "malformed"
+
     def map(self, calls: list, seconds: float | None = None) -> list:
         """Many calls in one round trip: ``calls`` is a list of argument tuples; each
         item of the answer is the value returned, or the exception raised."""

@@ -15,7 +15,16 @@ import torch
 import torch.nn.functional as F
 
 from autograder.checks import Checks, ChecksError, grade_result, load_checks
-from tests.templates.codecheck import TEMPLATES, fraction, function, grade, lost, names, starter
+from tests.templates.codecheck import (
+    TEMPLATES,
+    fraction,
+    function,
+    grade,
+    lost,
+    names,
+    starter,
+    student_for,
+)
 
 RING = TEMPLATES / "collectives" / "ring-allreduce-code"
 DPO = TEMPLATES / "posttraining" / "dpo-loss-code"
@@ -288,5 +297,5 @@ def test_sampler_mistakes_lose_exactly_what_they_break(fn, broken):
 def test_probe_results_are_plain_json():
     """What comes out of the sandbox is JSON data: no arrays, no NaN literals."""
     module = load_checks(DPO, "checks.py").module
-    result = module.probe(dpo_log_of_sigmoid, 3, {})
+    result = module.probe(student_for(module, dpo_log_of_sigmoid), 3, {})
     json.dumps(result, allow_nan=False)

@@ -1,10 +1,10 @@
 """Checks of the DPO loss code part (000 §5.5, Theorem 5.9, Exercise 11).
 
-``probe`` runs in the sandbox: it calls the student's ``dpo_loss`` on batches drawn from
-the seed, as float64 tensors with ``requires_grad`` on the policy log-probabilities, and
-returns the loss values and the autograd gradients.  ``grade`` runs in the trusted
-process: it redraws the batches from the seed and compares with −mean log σ(u) and its
-analytic gradient ∓β σ(−u)/B.
+``probe`` runs in the probe process, beside the student's: it calls the student's
+``dpo_loss`` on batches drawn from the seed, as float64 tensors with ``requires_grad`` on
+the policy log-probabilities, and returns the loss values and the autograd gradients.
+``grade`` runs in the trusted process: it redraws the batches from the seed and compares
+with −mean log σ(u) and its analytic gradient ∓β σ(−u)/B.
 
 The properties are separated on purpose: value, gradient and stability are checked at
 β = 1 and accept any reduction, so that a forgotten β or a sum over the batch costs only
@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+ISOLATED = True  # probe() runs in the probe process; dpo_loss, in the student's
 
 RTOL, ATOL = 1e-4, 1e-6  # loss; loose enough for a float32 computation inside
 GRAD_RTOL, GRAD_ATOL = 1e-3, 1e-5
@@ -68,11 +70,14 @@ def _call(student, batch: dict, beta: float, with_grad: bool) -> dict:
     import torch
 
     tensors = [torch.tensor(batch[k], dtype=torch.float64) for k in ARGS]
-    if with_grad:
+    if with_grad:  # differentiated in the student's process, with respect to the policy's
         tensors[0].requires_grad_(True)
         tensors[1].requires_grad_(True)
     try:
-        loss = student(*tensors, beta)
+        if with_grad:
+            loss, grads, why = student.gradient(*tensors, beta)
+        else:
+            loss, grads, why = student(*tensors, beta), None, None
     except BaseException as err:  # noqa: BLE001 - anything the student raises
         return {"error": f"{type(err).__name__}: {err}"[:300]}
     rec: dict = {"error": None, "type": type(loss).__name__}
@@ -87,14 +92,15 @@ def _call(student, batch: dict, beta: float, with_grad: bool) -> dict:
         return {"error": f"the loss is not a number: {type(err).__name__}: {err}"[:300]}
     if not with_grad:
         return rec
-    if not (isinstance(loss, torch.Tensor) and loss.requires_grad):
-        rec["grad_error"] = "the loss carries no gradient (a tensor detached from its inputs?)"
+    if grads is None:
+        rec["grad_error"] = why or "the loss carries no gradient"
         return rec
     try:
-        total = loss if loss.numel() == 1 else loss.sum()
-        grads = torch.autograd.grad(total.reshape(()), tensors[:2], allow_unused=True)
-        rec["grad"] = [None if g is None else _plain(g.to(torch.float64).tolist()) for g in grads]
-    except Exception as err:  # noqa: BLE001
+        rec["grad"] = [
+            None if g is None else _plain(torch.as_tensor(g).to(torch.float64).tolist())
+            for g in grads[:2]
+        ]
+    except Exception as err:  # noqa: BLE001 - a gradient that is not numbers
         rec["grad_error"] = f"{type(err).__name__}: {err}"[:300]
     return rec
 
