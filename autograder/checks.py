@@ -158,7 +158,11 @@ class LocalStudent:
     def __call__(self, *args, **kwargs):
         args = self._cross(list(args), self._resolve)
         kwargs = self._cross(kwargs, self._resolve)
-        return self._cross(self.fn(*args, **kwargs))
+        value = self.fn(*args, **kwargs)
+        try:
+            return self._cross(value)
+        except wire.WireError as err:  # as the probe process reports it
+            raise TypeError(f"the function returned something that is not data: {err}") from None
 
     def gradient(self, *args, **kwargs):
         from autograder.harness import with_gradients

@@ -616,16 +616,20 @@ class _Server:
                     times = msg.get("times")
                     times = times if _type(times) is _int and 0 <= times <= 1 << 20 else 0
                     calls = (wire.decode(msg["args"], payload, self.resolve) for _ in range(times))
-                out = []
+                enc, out = wire.Encoder(), []
                 for args in calls:
                     try:
-                        _list_append(out, ("ok", fn(*args)))
+                        item = ("ok", fn(*args))
                     except wire.Closed:
                         raise
                     except BaseException as err:  # noqa: BLE001 - the item's result
-                        _list_append(out, ("raised", _type(err).__name__, _message(err)))
+                        item = ("raised", _type(err).__name__, _message(err))
                     only_main_process()
-                self._reply(rid, out)
+                    try:  # each item on its own: one value that is not data costs one item
+                        _list_append(out, enc.value(item))
+                    except wire.WireError as err:
+                        _list_append(out, enc.value(("raised", "TypeError", _str(err))))
+                wire.send(self.fd, {"op": "result", "id": rid, "value": out}, enc.payload)
             else:
                 raise ValueError(f"unknown request {op!r}")
         except wire.Closed:

@@ -6,6 +6,7 @@ JSON: null, booleans, numbers, strings and arrays (lists) stand for themselves, 
 JSON object is one of these tags, so nothing a student returns can pose as one::
 
     {"$f": "nan" | "inf" | "-inf"}              a non-finite float
+    {"$int": "-0x1f..."}                        an int outside int64, exact (hex: linear)
     {"$tuple": [...]}, {"$dict": {"key": ...}}
     {"$array": [offset, nbytes], "dtype": "<f8", "shape": [2, 3], "torch": false, "grad": false}
     {"$rng": handle, "state": {...}}            a NumPy Generator, kept in S by handle
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import select
 import struct
 import time
@@ -31,10 +33,12 @@ MAX_HEADER = 8 << 20
 MAX_PAYLOAD = 512 << 20
 MAX_DEPTH = 40
 MAX_STRING = 1 << 20
+MAX_INT_BITS = 1 << 18  # 78 914 decimal digits: hex converts in linear time either way
 DTYPES = frozenset(
     ["|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", "<f4", "<f8"]
 )
 _INT64 = 2**63
+_HEX_INT = re.compile(r"-?0x[0-9a-f]+")
 
 _type, _len, _isfinite = type, len, math.isfinite
 _bool, _int, _float, _str, _list, _tuple, _dict = bool, int, float, str, list, tuple, dict
@@ -152,7 +156,11 @@ class Encoder:
                 raise WireError(f"a string of {_len(v)} characters")
             return v
         if t is _int:
-            return v if -_INT64 <= v < _INT64 else _float(v)
+            if -_INT64 <= v < _INT64:
+                return v
+            if v.bit_length() > MAX_INT_BITS:
+                raise WireError(f"an int of {v.bit_length()} bits")
+            return {"$int": hex(v)}
         if t is _float:
             if _isfinite(v):
                 return v
@@ -242,6 +250,16 @@ def decode(node, payload: bytes, resolve=None, depth: int = 0):
         if _len(node) != 1 or node["$f"] not in names:
             raise WireError("a malformed non-finite number")
         return names[node["$f"]]
+    if "$int" in node:
+        text = node["$int"]
+        if (
+            _len(node) != 1
+            or _type(text) is not _str
+            or _len(text) > MAX_INT_BITS // 4 + 3
+            or not _HEX_INT.fullmatch(text)
+        ):
+            raise WireError("a malformed int")
+        return _int(text, 16)
     if "$tuple" in node:
         items = node["$tuple"]
         if _len(node) != 1 or _type(items) is not _list:

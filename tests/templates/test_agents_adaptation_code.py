@@ -10,7 +10,6 @@ checks train the layer with autograd, the vote is tested by chi-square at a fixe
 from __future__ import annotations
 
 import ast
-import builtins
 import json
 import math
 import operator
@@ -31,6 +30,7 @@ from tests.templates.codecheck import (
     lost,
     names,
     starter,
+    student_for,
 )
 
 LORA = TEMPLATES / "adaptation" / "lora-code"
@@ -43,8 +43,9 @@ GARBAGE = [None, {}, [], "x", {"start": 3, "forward": "x", "fit": [], "main": {"
 
 def probe_result(folder, fn, seed: int, checks: str = "checks.py"):
     """The probe's result exactly as the sandbox would send it (strict JSON)."""
-    module = load_checks(folder, checks).grade.__globals__
-    return json.loads(json.dumps(module["probe"](fn, seed, {}), allow_nan=False))
+    module = load_checks(folder, checks).module
+    result = module.probe(student_for(module, fn), seed, {})
+    return json.loads(json.dumps(result, allow_nan=False))
 
 
 def messages(props: list[dict]) -> str:
@@ -441,7 +442,7 @@ CALC_PROPS = {
     "exact": "exact integers of any size",
     "invalid": "ValueError on anything else",
     "long": "long input: a value or a ValueError",
-    "eval": "never calls eval, exec or compile",
+    "code": "never runs its input as code",
 }
 OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
 
@@ -451,6 +452,14 @@ def calc_whitelist_eval(expression):
     if not re.fullmatch(r"[0-9+\-*() ]+", expression):
         raise ValueError("invalid characters")
     return eval(expression, {"__builtins__": {}})  # noqa: S307 - the mistake under test
+
+
+def calc_eval(expression):
+    """eval without builtins, its errors turned into ValueError: the code still runs."""
+    try:
+        return eval(expression, {"__builtins__": {}})  # noqa: S307 - the mistake under test
+    except Exception as err:  # noqa: BLE001
+        raise ValueError(str(err)) from None
 
 
 def calc_notes(expression):
@@ -586,7 +595,8 @@ def test_calculator_starter_scores_zero():
 @pytest.mark.parametrize(
     ("fn", "broken", "hint"),
     [
-        (calc_whitelist_eval, {"eval", "invalid", "long"}, "called eval("),
+        (calc_whitelist_eval, {"code", "invalid", "long"}, "ran code written in its input"),
+        (calc_eval, {"code", "invalid"}, "a parser refuses it at once"),
         (calc_notes, {"invalid", "long"}, "SyntaxError"),
         (calc_notes_syntax, {"long"}, "RecursionError"),
         (_Parser(left_to_right=True), {"precedence"}, "2 + 3 * 4 = 14"),
@@ -598,12 +608,6 @@ def test_calculator_mistakes_lose_exactly_what_they_break(fn, broken, hint):
     props = grade(CALC, fn, 11)
     assert lost(props) == {CALC_PROPS[k] for k in broken}, messages(props)
     assert hint in messages(props)
-
-
-def test_calculator_tripwires_are_removed_after_the_probe():
-    real = builtins.eval, builtins.exec, builtins.compile
-    result = probe_result(CALC, calc_whitelist_eval, 3)
-    assert result["trips"] and (builtins.eval, builtins.exec, builtins.compile) == real
 
 
 def test_calculator_reference_runs_the_notes_agent_loop_arithmetic():

@@ -1,13 +1,13 @@
 """Checks of the calculator tool code part (000 §7.1, §7.4 (agent loop code)).
 
-``probe`` runs in the sandbox: it calls the student's ``calculator(expression)`` on
-expressions drawn from the seed (chains of + and −, unary minus, + and * with
-parentheses, products beyond 64 bits, invalid input, long input) and records each result
-or exception.  While the student's function runs, ``builtins.eval``, ``exec`` and
-``compile`` are replaced by tripwires that record the call and then do what they would
-have done (``compile`` for ``ast.parse``, which only builds a syntax tree, is let
-through), so that using them costs one property and nothing else.  ``grade`` runs in the
-trusted process: it redraws the expressions and their values from the seed.
+``probe`` runs in the probe process, beside the student's: it calls the student's
+``calculator(expression)`` on expressions drawn from the seed (chains of + and −, unary
+minus, + and * with parentheses, products beyond 64 bits, invalid input, long input), in
+one round trip, and records each result or exception.  Then it sends code: expressions
+that take half a second when Python evaluates them, with or without builtins, and times
+each call on its own clock.  A parser answers at once; eval runs them, whatever the
+student's process does to its own modules.  ``grade`` runs in the trusted process: it redraws the
+expressions and their values from the seed.
 
 The properties are separated on purpose: the precedence cases use only + and *, so that
 a right-to-left chain costs only the chain property; values are compared as numbers, so
@@ -16,13 +16,12 @@ that a float result costs only the exact-integer property.
 
 from __future__ import annotations
 
-import builtins
 import math
-import operator
+import time
 
 import numpy as np
 
-MAX_TRIPS = 5
+ISOLATED = True  # probe() runs in the probe process; calculator, in the student's
 
 # --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
 
@@ -129,27 +128,22 @@ def cases(seed: int) -> dict:
     }
 
 
-def _record(student, text: str) -> dict:
-    """The student's result on one expression, as plain data."""
-    try:
-        v = student(text)
-    except BaseException as err:  # noqa: BLE001 - anything the student raises
+def _record(answer) -> dict:
+    """The student's answer on one expression (the value returned, or the exception
+    raised), as plain data."""
+    if isinstance(answer, BaseException):
         return {
             "kind": "error",
-            "type": type(err).__name__,
-            "value_error": isinstance(err, ValueError),
-            "message": str(err)[:120],
+            "type": type(answer).__name__,
+            "value_error": isinstance(answer, ValueError),
+            "message": str(answer)[:120],
         }
+    v = answer
     if type(v) is int:
         return {"kind": "int", "value": hex(v)}
     if isinstance(v, bool | str | bytes):  # "42" is not a number
         return {"kind": "other", "type": type(v).__name__}
     rec: dict = {"kind": "number", "type": type(v).__name__}
-    try:
-        rec["value"] = hex(operator.index(v))  # NumPy integers
-        return rec
-    except BaseException:  # noqa: BLE001
-        pass
     try:
         f = float(v)
         rec["float"] = f if math.isfinite(f) else str(f)
@@ -158,61 +152,54 @@ def _record(student, text: str) -> dict:
         return {"kind": "other", "type": type(v).__name__}
 
 
-class _Tripwires:
-    """Replace builtins.eval/exec/compile by recording wrappers for the duration."""
-
-    def __init__(self):
-        import ast
-
-        self.trips: list[str] = []
-        self._only_ast = ast.PyCF_ONLY_AST
-        self._saved = {name: getattr(builtins, name) for name in ("eval", "exec", "compile")}
-
-    def _wrap(self, name: str):
-        real = self._saved[name]
-
-        def tripwire(*args, **kwargs):
-            flags = args[3] if len(args) > 3 else kwargs.get("flags", 0)
-            if name == "compile" and isinstance(flags, int) and flags & self._only_ast:
-                return real(*args, **kwargs)  # ast.parse: a syntax tree, nothing runs
-            caller = _caller_module()
-            if caller not in ("collections", "dataclasses", "typing", "enum"):
-                if len(self.trips) < MAX_TRIPS:
-                    shown = repr(args[0])[:60] if args else ""
-                    self.trips.append(f"{name}({shown})")
-            return real(*args, **kwargs)
-
-        return tripwire
-
-    def __enter__(self):
-        for name in self._saved:
-            setattr(builtins, name, self._wrap(name))
-        return self
-
-    def __exit__(self, *exc):
-        for name, real in self._saved.items():
-            setattr(builtins, name, real)
-        return False
+# Code an eval-based calculator would run: pure syntax, no name to patch or to take away
+# (eval(text, {"__builtins__": {}}) runs it all the same), about half a second of work when
+# Python evaluates it (0.75 s and 0.6 s on the reference machine).  The probe process times
+# each call on its own clock: a parser refuses at once, whatever the student's process does
+# to its modules.  The forms are drawn from the seed, so no fixed string can be singled out.
+RAN_SECONDS = 0.15  # a parser answers in about a millisecond
+CODE_PROPERTY = "never runs its input as code"
 
 
-def _caller_module() -> str:
-    import sys
+def code_payloads(seed: int) -> list[str]:
+    rng = np.random.default_rng([seed, 61])
+    a, b = (str(x) for x in rng.choice(list("abcdefghijkmnpqrstuvwxyz"), 2, replace=False))
+    n = int(rng.integers(10_000, 11_000))
+    base = int(rng.choice([6, 7]))
+    return [
+        f"[{a} for {a} in [0]*{n} for {b} in [0]*{n} if {b}]",  # 10⁸ steps of a loop
+        f"{base}**(12*8**6)*0+{int(rng.integers(2, 99))}",  # an 8-million-bit power, times 0
+    ]
 
-    frame = sys._getframe(2)
-    return str(frame.f_globals.get("__name__", "")).split(".")[0]
+
+def _timed(student, text: str) -> dict:
+    start = time.monotonic()
+    try:
+        answer = student(text)
+    except Exception as err:  # noqa: BLE001 - what the student's function raised
+        answer = err
+    rec = _record(answer)
+    rec["seconds"] = time.monotonic() - start
+    return rec
+
+
+GROUPS = ("chains", "unary", "precedence", "exact", "invalid", "long_valid", "long_any")
+
+
+def _texts(c: dict, group: str) -> list[str]:
+    items = c[group] if group != "long_valid" else [c[group]]
+    return [x if isinstance(x, str) else x[0] for x in items]
 
 
 def probe(student, seed: int, params: dict) -> dict:
-    """Call ``calculator`` on the seed's expressions, under tripwires; results (plain data)."""
+    """Call ``calculator`` on the seed's expressions (one round trip), then on the code
+    payloads, each timed here; the results as plain data."""
     c = cases(seed)
-    out: dict = {}
-    with _Tripwires() as wires:
-        for group in ("chains", "unary", "precedence", "exact"):
-            out[group] = [_record(student, text) for text, _ in c[group]]
-        out["invalid"] = [_record(student, text) for text in c["invalid"]]
-        out["long_valid"] = _record(student, c["long_valid"][0])
-        out["long_any"] = [_record(student, text) for text in c["long_any"]]
-    out["trips"] = wires.trips
+    texts = {group: _texts(c, group) for group in GROUPS}
+    answers = iter(student.map([(t,) for group in GROUPS for t in texts[group]]))
+    out: dict = {group: [_record(next(answers)) for _ in texts[group]] for group in GROUPS}
+    out["long_valid"] = out["long_valid"][0]
+    out["code"] = [_timed(student, text) for text in code_payloads(seed)]
     return out
 
 
@@ -328,7 +315,7 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
         for name, w in (
             ("ValueError on anything else", 2.0),
             ("long input: a value or a ValueError", 1.0),
-            ("never calls eval, exec or compile", 2.0),
+            (CODE_PROPERTY, 2.0),
         ):
             props.append(prop(name, w, 0, why))
         return props
@@ -386,17 +373,30 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
         )
     props.append(prop("long input: a value or a ValueError", 1.0, 1 - len(notes) / total, msg))
 
-    trips = result.get("trips")
-    if not isinstance(trips, list) or not all(isinstance(t, str) for t in trips):
-        ok, msg = False, "No record of the tripwires."
-    elif trips:
-        ok = False
+    payloads = code_payloads(seed)
+    recs = result.get("code") if isinstance(result.get("code"), list) else []
+    recs = (recs + [None] * len(payloads))[: len(payloads)]
+    ran = [
+        (text, rec)
+        for text, rec in zip(payloads, recs, strict=True)
+        if not (isinstance(rec, dict) and type(rec.get("seconds")) is float)
+        or rec["seconds"] >= RAN_SECONDS
+    ]
+    if not ran:
         msg = (
-            f"The calculator called {', '.join(trips[:3])}: a tool's input is data, not code "
-            "(§7.4). Parse it (ast.parse, then evaluate only the allowed nodes, as the notes' "
-            "code does) instead of eval, exec or compile."
+            "Code written in the input never ran: a loop and a huge power written as Python "
+            "came back at once."
         )
     else:
-        ok, msg = True, "No eval, exec or compile ran while the calculator worked."
-    props.append(prop("never calls eval, exec or compile", 2.0, ok, msg))
+        text, rec = ran[0]
+        took = rec.get("seconds") if isinstance(rec, dict) else None
+        took = f"took {took:.2f} s" if type(took) is float else "did not come back"
+        msg = (
+            f"The calculator ran code written in its input: {text!r} {took}, the time Python "
+            "takes to run it, where a parser refuses it at once. A tool's input is data, not code "
+            "(§7.4): eval, even with {'__builtins__': {}}, runs whatever the model writes. "
+            "Parse it (ast.parse, then evaluate only the allowed nodes, as the notes' code "
+            "does)."
+        )
+    props.append(prop(CODE_PROPERTY, 2.0, not ran, msg))
     return props

@@ -14,7 +14,8 @@ evaluate only the nodes you allow, as the notes' code does; or write a small par
 The autograder checks sums and differences from left to right with unary minus, the
 precedence of ``*`` and parentheses, exact integers beyond 64 bits, ``ValueError`` on
 invalid input, long inputs (a result or a ``ValueError``, never another exception) and
-that no ``eval``, ``exec`` or ``compile`` runs during the calls.
+that code written in the input never runs: it sends expressions that take Python half a
+second to evaluate, with or without builtins, and times your function from outside.
 """
 
 from __future__ import annotations
