@@ -122,85 +122,19 @@ def fraction(props: list[dict]) -> float:
     return sum(p["weight"] * p["score"] for p in props) / total if total else 0.0
 
 
-class LocalStudent:
-    """A function of this process behind the probe process's :class:`prober.Student`
-    interface, for tests and authors: arguments and results cross the same wire
-    (:mod:`autograder.wire`), so the function gets copies as the student's would, and
-    callbacks come back to the probe's objects.  Never for a student's code."""
+def local_student(fn: Callable, name: str | None = None):
+    """``fn``, a function of this process, behind the probe process's interface
+    (:class:`prober.Student`): the harness's server answers in a thread, over a socket
+    pair, so arguments, results, callbacks and lent modules cross the same wire as a
+    student's.  For tests and authors; never for a student's code."""
+    from autograder import harness, prober
 
-    def __init__(self, fn: Callable):
-        self.fn = fn
-        self.__name__ = getattr(fn, "__name__", "student")
-        self._objects: dict[int, Any] = {}
-        self._made: dict[tuple[str, int], Any] = {}
-
-    def _handle(self, obj, kind: str) -> int:
-        self._objects[id(obj)] = obj
-        return id(obj)
-
-    def _resolve(self, kind: str, handle: int, node: dict):
-        import numpy as np
-
-        key = (kind, handle)
-        if key not in self._made:
-            if kind == "rng":  # the student's side keeps its own generator, from the state
-                bit = getattr(np.random, node["state"]["bit_generator"])()
-                bit.state = node["state"]
-                self._made[key] = np.random.Generator(bit)
-            else:
-                self._made[key] = self._objects[handle]
-        return self._made[key]
-
-    def _cross(self, value, resolve=None):
-        enc = wire.Encoder(self._handle)
-        return wire.decode(enc.value(value), enc.payload, resolve)
-
-    def __call__(self, *args, **kwargs):
-        args = self._cross(list(args), self._resolve)
-        kwargs = self._cross(kwargs, self._resolve)
-        value = self.fn(*args, **kwargs)
-        try:
-            return self._cross(value)
-        except wire.WireError as err:  # as the probe process reports it
-            raise TypeError(f"the function returned something that is not data: {err}") from None
-
-    def gradient(self, *args, **kwargs):
-        from autograder.harness import with_gradients
-
-        args = self._cross(list(args), self._resolve)
-        kwargs = self._cross(kwargs, self._resolve)
-        return self._cross(with_gradients(self.fn, args, kwargs))
-
-    def map(self, calls: list, seconds: float | None = None) -> list:
-        out = []
-        for call in calls:
-            try:
-                out.append(self(*call))
-            except Exception as err:  # noqa: BLE001 - as the probe process receives it
-                out.append(err)
-        return out
-
-    def repeat(self, args: tuple, times: int, seconds: float | None = None) -> list:
-        return self.map([args] * times, seconds)
-
-    def sibling(self, name: str) -> LocalStudent:
-        fn = getattr(self.fn, "__globals__", {}).get(name)
-        if not callable(fn):
-
-            def fn(*args, **kwargs):
-                raise NameError(f"function {name} is not defined")
-
-        return LocalStudent(fn)
-
-    def seed(self, stream: int) -> None:
-        import random
-
-        import numpy as np
-
-        random.seed(stream)
-        np.random.seed(int(stream) % 2**32)
-        if "torch" in sys.modules:
-            sys.modules["torch"].manual_seed(int(stream))
+    harness.wire = harness.wire or wire
+    prober.wire = prober.wire or wire
+    name = name or getattr(fn, "__name__", "student")
+    ns = dict(getattr(fn, "__globals__", {}))  # its siblings, as a notebook defines them
+    ns[name] = fn
+    return prober.Student(prober.in_process(ns, harness._Server), name)
 
 
 def run_locally(
@@ -208,13 +142,18 @@ def run_locally(
 ) -> list[dict]:
     """probe() then grade() in this process, for tests and for checking a reference solution.
 
-    A probe written for the probe process (``ISOLATED``) gets the function behind a
-    :class:`LocalStudent`.  The probe's result goes through JSON, as it comes out of the
+    A probe written for the probe process (``ISOLATED``) gets the function behind
+    :func:`local_student`.  The probe's result goes through JSON, as it comes out of the
     sandbox.  Never use this on a student's code: student code runs only in the sandbox.
     """
     path = Path(checks_path)
     checks = load_checks(path.parent, path.name)
     params = dict(params or {})
-    student = LocalStudent(student_fn) if getattr(checks.module, "ISOLATED", False) else student_fn
-    result = json.loads(json.dumps(checks.module.probe(student, seed, params)))
+    isolated = getattr(checks.module, "ISOLATED", False)
+    student = local_student(student_fn) if isolated else student_fn
+    try:
+        result = json.loads(json.dumps(checks.module.probe(student, seed, params)))
+    finally:
+        if isolated:
+            student._channel.close()
     return grade_result(checks.grade, result, seed, params)

@@ -14,12 +14,14 @@ Process tree in the "namespaces" mode (all of it dies when the outer process die
       |         CLONE_NEWPID, forks, and setns() back); its own mount, net, IPC and UTS
       |         namespaces: fresh /proc, private tmpfs /tmp, /dev/shm, /var/tmp, loopback
       |         up, the notebook copied in; reaps orphans
-      student   setsid, rlimits, the slot's uid, no new privileges, scrubbed env, cwd
-      |         /tmp/work: runs harness.run_submission(), then serves the student's
-      |         functions to the probe process over a socket pair
+      student   joins the job's memory cgroup (with all it will start), setsid, rlimits,
+      |         the slot's uid, no new privileges, scrubbed env, cwd /tmp/work: runs
+      |         harness.run_submission(), then serves the student's functions to the probe
+      |         process over a socket pair
       probe     beside the student process, not under it: another uid (the slot's
                 + PROBE_UID_OFFSET), rlimits, no new privileges, cwd /tmp/probe: the only
-                reader of the probes (a memfd the zygote never reads); runs
+                reader of the probes (a memfd the zygote never reads) and of the student's
+                memory peak (the cgroup's peak file, opened by the zygote); runs
                 prober.run(), calling the student's functions over the socket pair
 
 When ``init`` exits (the student process is done) or is killed (timeout), the kernel kills
@@ -28,7 +30,8 @@ Two forks per submission (a fork with torch loaded: ~6 ms, its heap on huge page
 
 The "process" mode (no namespaces) forks the student process directly: rlimits, setsid,
 the uid when run as root, a private directory; the timeout kills the process group and,
-as root, every process of the slot's uid.
+as root, every process of the slot's uid.  The memory cgroups are the same in both modes
+(see "memory, from outside" below, with the fallback where none can be made).
 
 When the probe process ends, the student process has nothing left to do: it is given a
 moment to end, then killed (its harvest was sent before it served).
@@ -233,8 +236,9 @@ def _unescape(field: str) -> str:
     return "".join(out)
 
 
-def _remount_all_readonly() -> list[str]:
-    """Every mount read-only (keeping nosuid/nodev/noexec/atime flags); returns failures."""
+def _remount_all_readonly(writable: tuple[str, ...] = ()) -> list[str]:
+    """Every mount read-only (keeping nosuid/nodev/noexec/atime flags), except the mount
+    points in ``writable``; returns failures."""
     keep_flags = {
         "nosuid": MS_NOSUID,
         "nodev": MS_NODEV,
@@ -252,6 +256,8 @@ def _remount_all_readonly() -> list[str]:
         if len(fields) < 6:
             continue
         target = _unescape(fields[4])
+        if target in writable:
+            continue
         flags = MS_REMOUNT | MS_BIND | MS_RDONLY
         for opt in fields[5].split(","):
             flags |= keep_flags.get(opt, 0)
@@ -262,12 +268,18 @@ def _remount_all_readonly() -> list[str]:
     return failed
 
 
-def setup_outer_mounts(hide: list[str], keep: list[str]) -> list[str]:
+def setup_outer_mounts(
+    hide: list[str], keep: list[str], writable: tuple[str, ...] = ()
+) -> list[str]:
+    """``writable``: the memory cgroup's mount, where the zygote makes a cgroup per job.  It
+    stays writable, and that is safe: only root may write there (every folder and file of
+    a cgroupfs is root's, 0755/0644), and in the sandbox only the zygote and each job's
+    init are root; students run as other uids, without capabilities."""
     mount(None, "/", None, MS_REC | MS_PRIVATE, None)  # nothing propagates to the host
     _expose(keep)
     for path in hide:
         _cover(path, keep)
-    return _remount_all_readonly()
+    return _remount_all_readonly(writable)
 
 
 def _loopback_up() -> None:
@@ -275,6 +287,287 @@ def _loopback_up() -> None:
         req = struct.pack("16sH14s", b"lo", 0, b"\0" * 14)
         flags = struct.unpack("16sH", fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, req)[:18])[1]
         fcntl.ioctl(s.fileno(), SIOCSIFFLAGS, struct.pack("16sH14s", b"lo", flags | IFF_UP, b""))
+
+
+# --------------------------------------------------------------------------- memory, from outside
+#
+# The student's process S and every process it starts live in a memory cgroup of their own,
+# one per job, that this executor makes (as root) under the grader's own memory cgroup (read
+# from /proc/self/cgroup): <grader's cgroup>/scalegrade-<executor pid>/job-<n>.  The probe
+# process P is not in it, nor is the job's init.  The job's memory limit is set there too
+# (Limits.memory_bytes; RLIMIT_AS stays).  The zygote opens the cgroup's peak file as root,
+# cgroup v1's memory.max_usage_in_bytes (a write resets it to the usage now) or v2's
+# memory.peak (a write resets it for that open file, Linux 6.12+), and hands the open file
+# to P alone: S never holds it, and every file of the cgroup is root's (0644), so S, another
+# uid without capabilities, can neither reset the peak nor move itself out.  S joins the
+# cgroup first thing after the fork, still root, through cgroup.procs opened here.
+#
+# Without a cgroup (not root, no memory controller, a read-only cgroupfs, a v2 memory.peak
+# that cannot be reset), P gets S's /proc/PID/clear_refs and /proc/PID/status instead,
+# opened by S's parent: VmHWM, reset by writing "5".  Weaker, and P says so: S's children
+# are not counted, and S can reset its own VmHWM (after prctl(PR_SET_DUMPABLE) when it
+# changed uid).  With neither, P has no meter, and says why.
+
+MEMORY_METERS = ("auto", "proc", "off")  # auto: a cgroup, else VmHWM; proc: VmHWM; off: none
+CGROUP_PEAK = {1: "memory.max_usage_in_bytes", 2: "memory.peak"}
+CGROUP_LIMIT = {1: "memory.limit_in_bytes", 2: "memory.max"}
+CGROUP_PREFIX = "scalegrade-"
+CGROUP_REMOVE_SECONDS = 1.0  # for a job's last processes to exit before its cgroup goes
+PROBE_FD_MEMORY = 6  # P's meter: the peak file, or clear_refs (and status on the next fd)
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return fh.read()
+
+
+def _grader_memory_cgroup() -> tuple[int, str, str]:
+    """(cgroup version, this process's memory cgroup folder, the mount point holding it);
+    OSError naming what is missing."""
+    own = {}
+    for line in _read_text("/proc/self/cgroup").splitlines():
+        number, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if number == "0" and controllers == "":
+            own[2] = path
+        elif "memory" in controllers.split(","):
+            own[1] = path
+    for line in _read_text("/proc/self/mountinfo").splitlines():
+        left, _, right = line.partition(" - ")
+        fields, fs = left.split(" "), right.split(" ")
+        if len(fields) < 5 or len(fs) < 3:
+            continue
+        root, target = _unescape(fields[3]), _unescape(fields[4])
+        if fs[0] == "cgroup" and "memory" in fs[2].split(","):
+            version = 1
+        elif fs[0] == "cgroup2" and 1 not in own:  # a v1 memory controller is not on v2
+            version = 2
+        else:
+            continue
+        path = own.get(version)
+        if path is None or not _is_within(path, root):
+            continue
+        folder = os.path.join(target, os.path.relpath(path, root))
+        if os.path.isdir(folder):
+            return version, os.path.normpath(folder), target
+    raise OSError(errno.ENOENT, "no memory cgroup of this process is mounted")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _remove_cgroup(path: str) -> bool:
+    """rmdir ``path`` and the cgroups below it; whether it is gone (not while processes live)."""
+    try:
+        entries = os.listdir(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    for name in entries:
+        below = os.path.join(path, name)
+        if os.path.isdir(below) and not os.path.islink(below):
+            _remove_cgroup(below)
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+class _JobMemory:
+    """One job's meter: its cgroup's open files, or S's /proc files; what P is told."""
+
+    def __init__(self, note: str, path: str | None = None):
+        self.path = path  # the job's cgroup folder, removed when the job ends
+        self.procs = -1  # cgroup.procs, written by S to join (root, before it drops)
+        self.peak = -1  # the peak file: P's alone
+        self.clear_refs = -1  # without a cgroup: S's /proc/PID/clear_refs and status
+        self.status = -1
+        self.kind: str | None = None  # what P measures with: "cgroup", "vmhwm" or None
+        self.note = note  # how P measures, or why it does not
+        self.proc_fallback = False  # open S's /proc files after its fork
+
+    def join(self) -> None:
+        """In S, still root: into the job's cgroup, with every process it will start."""
+        if self.procs >= 0:
+            os.write(self.procs, b"0")  # 0: the writer
+            os.close(self.procs)
+            self.procs = -1
+
+    def open_proc(self, pid: int) -> None:
+        """In S's parent, right after its fork, when no cgroup measures: S's VmHWM files."""
+        if not self.proc_fallback:
+            return
+        try:
+            self.clear_refs = os.open(f"/proc/{pid}/clear_refs", os.O_WRONLY | os.O_CLOEXEC)
+            self.status = os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as err:
+            self.close()
+            self.kind, self.note = None, f"no memory meter: /proc/{pid}: {err.strerror}"
+            return
+        self.kind = "vmhwm"
+        self.note = (
+            "the VmHWM of the notebook's process (/proc/PID/status), reset before the call: "
+            "its children are not counted, and it can reset it itself"
+        ) + (f" ({self.note})" if self.note else "")
+
+    def probe_fds(self) -> dict[int, int]:
+        """P's meter fds, by the number P finds them on."""
+        if self.kind == "cgroup":
+            return {PROBE_FD_MEMORY: self.peak}
+        if self.kind == "vmhwm":
+            return {PROBE_FD_MEMORY: self.clear_refs, PROBE_FD_MEMORY + 1: self.status}
+        return {}
+
+    def close_probe_side(self) -> None:
+        """In S: nothing of P's meter stays open."""
+        for name in ("peak", "clear_refs", "status"):
+            self._close(name)
+
+    def close(self) -> None:
+        for name in ("procs", "peak", "clear_refs", "status"):
+            self._close(name)
+
+    def _close(self, name: str) -> None:
+        fd = getattr(self, name)
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+            setattr(self, name, -1)
+
+
+class _Memory:
+    """The executor's memory cgroups (``base`` holds one per job), or why there are none."""
+
+    def __init__(self, wanted: str = "auto"):
+        self.wanted = wanted if wanted in MEMORY_METERS else "auto"
+        self.version = 0
+        self.base: str | None = None
+        self.mount: str | None = None  # the cgroupfs mount, kept writable (namespaces)
+        self.why = "no memory cgroup was asked for" if self.wanted != "auto" else ""
+        self.pending: list[str] = []  # job cgroups whose last processes were still exiting
+
+    def setup(self) -> None:
+        """Make ``base`` under the grader's memory cgroup (root only), removing what graders
+        that died left; on any failure, ``why`` says what is missing."""
+        if self.wanted != "auto":
+            return
+        if os.geteuid() != 0:
+            self.why = "the grader is not root"
+            return
+        try:
+            version, own, mount = _grader_memory_cgroup()
+            parent = own
+            if version == 2:
+                parent = self._v2_parent(own, mount)
+            for name in os.listdir(parent):
+                pid = name[len(CGROUP_PREFIX) :]
+                if name.startswith(CGROUP_PREFIX) and pid.isdigit() and not _pid_alive(int(pid)):
+                    _remove_cgroup(os.path.join(parent, name))  # a grader that died
+            base = os.path.join(parent, f"{CGROUP_PREFIX}{os.getpid()}")
+            os.mkdir(base, 0o755)
+            if version == 2:
+                try:
+                    with open(os.path.join(base, "cgroup.subtree_control"), "w") as fh:
+                        fh.write("+memory")
+                except OSError:
+                    os.rmdir(base)
+                    raise
+        except OSError as err:
+            self.why = f"no memory cgroup: {err.strerror or err}" + (
+                f" ({err.filename})" if err.filename else ""
+            )
+            return
+        self.version, self.base, self.mount = version, base, mount
+        self.why = ""
+
+    @staticmethod
+    def _v2_parent(own: str, mount: str) -> str:
+        """Where v2 job cgroups go: under the grader's cgroup when it hands the memory
+        controller down (the root may; another cgroup holding processes may not), else
+        beside it, under its parent."""
+        control = os.path.join(own, "cgroup.subtree_control")
+        if "memory" in _read_text(control).split():
+            return own
+        try:
+            with open(control, "w") as fh:
+                fh.write("+memory")
+            return own
+        except OSError:
+            pass
+        if own != mount and "memory" in _read_text(os.path.join(own, "cgroup.controllers")).split():
+            return os.path.dirname(own)
+        raise OSError(errno.ENOTSUP, "cgroup v2 without the memory controller here")
+
+    def describe(self) -> dict:
+        return {"cgroup": self.base, "version": self.version or None, "why": self.why or None}
+
+    def job(self, job_id: int, memory_bytes: int) -> _JobMemory:
+        """The job's cgroup and its open files; else the VmHWM fallback (or none)."""
+        self.retry()
+        if self.wanted == "off":
+            return _JobMemory("no memory meter: the sandbox was asked for none")
+        fallback = _JobMemory(self.why)
+        fallback.proc_fallback = True
+        if self.base is None:
+            return fallback
+        path = os.path.join(self.base, f"job-{job_id}")
+        mem = _JobMemory("", path)
+        try:
+            os.mkdir(path, 0o755)
+            with open(os.path.join(path, CGROUP_LIMIT[self.version]), "w") as fh:
+                fh.write(str(int(memory_bytes)))
+            mem.procs = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+            peak_name = CGROUP_PEAK[self.version]
+            try:
+                mem.peak = os.open(os.path.join(path, peak_name), os.O_RDWR | os.O_CLOEXEC)
+                os.write(mem.peak, b"0")  # v2 before 6.12: memory.peak cannot be reset
+            except OSError as err:
+                mem._close("peak")
+                mem.proc_fallback = True  # the cgroup still holds and limits S
+                mem.note = f"{peak_name} cannot be reset: {err.strerror}"
+            else:
+                mem.kind = "cgroup"
+                mem.note = (
+                    f"the memory cgroup of the notebook's process and its children "
+                    f"(cgroup v{self.version} {peak_name}), reset before the call"
+                )
+        except OSError as err:
+            mem.close()
+            self.remove(path)
+            fallback.note = f"no memory cgroup for the job: {err.strerror or err}"
+            return fallback
+        return mem
+
+    def remove(self, path: str | None) -> None:
+        if path and not _remove_cgroup(path):
+            self.pending.append(path)  # its last processes are still exiting: later
+
+    def retry(self) -> None:
+        self.pending = [p for p in self.pending if not _remove_cgroup(p)]
+
+    def close(self, seconds: float = CGROUP_REMOVE_SECONDS) -> None:
+        """Remove every cgroup this executor made (waiting ``seconds`` for the processes
+        killed last to exit)."""
+        if self.base is None:
+            return
+        end = time.monotonic() + seconds
+        while not _remove_cgroup(self.base) and time.monotonic() < end:
+            time.sleep(0.01)
+
+
+_memory = _Memory("off")  # set up in main()
 
 
 # --------------------------------------------------------------------------- the job
@@ -319,12 +612,19 @@ def _student_env(home: str, tmp: str) -> dict[str, str]:
 
 
 def _student(
-    req: dict, out_w: int, res_w: int, channel: int, workdir: str, home: str, tmp: str
+    req: dict,
+    out_w: int,
+    res_w: int,
+    channel: int,
+    workdir: str,
+    home: str,
+    tmp: str,
+    memory: _JobMemory,
 ) -> None:
     """The student process: drop everything, then run the notebook.  Never returns."""
     code = EXIT_SETUP_FAILED
     try:
-        _student_body(req, out_w, res_w, channel, workdir, home, tmp)
+        _student_body(req, out_w, res_w, channel, workdir, home, tmp, memory)
         code = 0
     except BaseException:
         try:
@@ -368,9 +668,18 @@ def _drop(req: dict, limits: dict, uid: int | None) -> None:
 
 
 def _student_body(
-    req: dict, out_w: int, res_w: int, channel: int, workdir: str, home: str, tmp: str
+    req: dict,
+    out_w: int,
+    res_w: int,
+    channel: int,
+    workdir: str,
+    home: str,
+    tmp: str,
+    memory: _JobMemory,
 ) -> None:
-    """Set up the student process (fds, limits, uid, env, cwd) and run the notebook."""
+    """Set up the student process (cgroup, fds, limits, uid, env, cwd); run the notebook."""
+    memory.close_probe_side()
+    memory.join()  # still root; a failure ends the run here (EXIT_SETUP_FAILED), unmeasured
     _child_signals()
     os.setsid()
     devnull = os.open("/dev/null", os.O_RDONLY)
@@ -388,7 +697,7 @@ def _student_body(
     _harness.serve(STUDENT_FD_CHANNEL)
 
 
-def _probe(req: dict, fds: dict[str, int], channel: int, workdir: str) -> None:
+def _probe(req: dict, fds: dict[str, int], channel: int, workdir: str, memory: _JobMemory) -> None:
     """The probe process: its own uid and limits, the probes read here, never before;
     then the probes run against the student's functions.  Never returns."""
     code = EXIT_SETUP_FAILED
@@ -405,7 +714,10 @@ def _probe(req: dict, fds: dict[str, int], channel: int, workdir: str) -> None:
                 PROBE_FD_RESULT: fds["probes_res"],
                 PROBE_FD_CHANNEL: channel,
             }
+            | memory.probe_fds()
         )
+        read_fd = PROBE_FD_MEMORY + (memory.kind == "vmhwm")
+        _prober.meter = _prober.Meter(memory.kind, PROBE_FD_MEMORY, read_fd, memory.note)
         limits = req["limits"]
         _drop(req, limits, req.get("probe_uid"))
         os.environ.clear()
@@ -442,7 +754,7 @@ def _mkdir_for(path: str, uid: int | None) -> None:
         os.chown(path, uid, uid)
 
 
-def _init(req: dict, fds: dict[str, int], keep: list[str]) -> None:
+def _init(req: dict, fds: dict[str, int], keep: list[str], memory: _JobMemory) -> None:
     """PID 1 of the submission's fresh PID namespace (namespaces mode): its own mount,
     network, IPC and UTS namespaces, a fresh /proc, private scratch folders, the notebook
     copied in; then the student process, and orphans reaped until it ends.  When this
@@ -471,7 +783,7 @@ def _init(req: dict, fds: dict[str, int], keep: list[str]) -> None:
         )
         probe_dir = "/tmp/probe"
         _mkdir_for(probe_dir, req.get("probe_uid"))
-        student, probe = _fork_pair(req, fds, workdir, home, "/tmp", probe_dir)
+        student, probe = _fork_pair(req, fds, workdir, home, "/tmp", probe_dir, memory)
         for name in ("out", "res", "status", "probes", "probes_res"):
             os.close(fds[name])  # the notebook's was closed by the copy
         _os_exit(_wait_pair(student, probe))
@@ -481,19 +793,23 @@ def _init(req: dict, fds: dict[str, int], keep: list[str]) -> None:
         _os_exit(EXIT_SETUP_FAILED)
 
 
-def _fork_pair(req, fds, workdir, home, tmp, probe_dir) -> tuple[int, int]:
-    """Fork the student process and, beside it, the probe process, joined by a socket pair."""
+def _fork_pair(req, fds, workdir, home, tmp, probe_dir, memory) -> tuple[int, int]:
+    """Fork the student process and, beside it, the probe process, joined by a socket pair;
+    the probe process alone gets the meter of the student's memory."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     student = os.fork()
     if student == 0:
         os.close(fds["probes"])  # the probes never enter the student's process
         os.close(fds["probes_res"])
         mine.close()
-        _student(req, fds["out"], fds["res"], theirs.fileno(), workdir, home, tmp)
+        _student(req, fds["out"], fds["res"], theirs.fileno(), workdir, home, tmp, memory)
+    memory._close("procs")
+    memory.open_proc(student)  # without a cgroup: its /proc files, opened here
     probe = os.fork()
     if probe == 0:
         theirs.close()
-        _probe(req, fds, mine.fileno(), probe_dir)
+        _probe(req, fds, mine.fileno(), probe_dir, memory)
+    memory.close()
     mine.close()
     theirs.close()
     return student, probe
@@ -580,6 +896,7 @@ class _Job:
         self.stop_at: float | None = None  # process mode: the probe is done; the student next
         self.stopped = False
         self.workdir: str | None = None
+        self.cgroup: str | None = None  # the job's memory cgroup, removed at its end
 
     def kill(self, namespaces: bool) -> None:
         pids = [self.pid] if namespaces else [self.pid, self.probe_pid]
@@ -611,6 +928,19 @@ def _start_job(job_id: int, fds: list[int], config: dict, own_pidns: int | None)
     }
     sys.stdout.flush()
     sys.stderr.flush()
+    memory = _memory.job(job_id, int(req["limits"]["memory_bytes"]))
+    job.cgroup = memory.path
+    try:
+        return _fork_job(job, req, named, config, own_pidns, memory)
+    except BaseException:
+        _memory.remove(job.cgroup)
+        raise
+    finally:
+        memory.close()  # the children have theirs
+
+
+def _fork_job(job: _Job, req: dict, named: dict, config: dict, own_pidns, memory) -> _Job:
+    """The job's first process: its init (namespaces), or the pair (process mode)."""
     if own_pidns is not None:
         # The next child is PID 1 of a fresh PID namespace; then back to our own.
         unshare(CLONE_NEWPID)
@@ -620,7 +950,7 @@ def _start_job(job_id: int, fds: list[int], config: dict, own_pidns: int | None)
             _check(_libc.setns(own_pidns, CLONE_NEWPID), "setns")
             raise
         if job.pid == 0:
-            _init(req, named, config["keep"])  # never returns
+            _init(req, named, config["keep"], memory)  # never returns
         _check(_libc.setns(own_pidns, CLONE_NEWPID), "setns")
         return job
     # process mode
@@ -630,15 +960,18 @@ def _start_job(job_id: int, fds: list[int], config: dict, own_pidns: int | None)
         if who is not None and who not in _swept:
             _sweep_uid(who)  # left over by a grader that died (after each job: _finish_job)
             _swept.add(who)
-    job.workdir = os.path.join(config["base_dir"], f"run-{job_id}")
+    job.workdir = os.path.join(config["base_dir"], f"run-{job.id}")
     home = os.path.join(job.workdir, ".home")
-    probe_dir = os.path.join(config["base_dir"], f"probe-{job_id}")
+    probe_dir = os.path.join(config["base_dir"], f"probe-{job.id}")
     _mkdir_for(job.workdir, uid)
     _mkdir_for(os.path.join(home, ".ipython"), uid)
     _mkdir_for(probe_dir, probe_uid)
     limit = max(16 << 20, 4 * int(req["limits"]["file_bytes"]))
-    _copy_notebook(os.dup(nb_fd), os.path.join(job.workdir, req["notebook_name"]), uid, limit)
-    job.pid, job.probe_pid = _fork_pair(req, named, job.workdir, home, job.workdir, probe_dir)
+    notebook = os.path.join(job.workdir, req["notebook_name"])
+    _copy_notebook(os.dup(named["notebook"]), notebook, uid, limit)
+    job.pid, job.probe_pid = _fork_pair(
+        req, named, job.workdir, home, job.workdir, probe_dir, memory
+    )
     job.probe_dir = probe_dir
     return job
 
@@ -652,6 +985,7 @@ def _finish_job(job: _Job, status: int, usage, namespaces: bool) -> None:
         for folder in (job.workdir, job.probe_dir):
             if folder:
                 shutil.rmtree(folder, ignore_errors=True)
+    _memory.remove(job.cgroup)  # namespaces: every process of the job is gone with its init
     code = 0 if job.stopped else os.waitstatus_to_exitcode(status)
     event = {
         "event": "exit",
@@ -722,6 +1056,8 @@ def _serve(ctrl: socket.socket, config: dict) -> None:
                 job.kill(namespaces)
                 if not namespaces and job.uid is not None:
                     _sweep_uid(job.uid)
+            if not namespaces:
+                _memory.close()  # namespaces: the outer process does, once we are gone
             _os_exit(0)
         try:
             req = json.loads(msg)
@@ -838,30 +1174,37 @@ def _zygote(ctrl: socket.socket, config: dict, ro_failed: list[str]) -> None:
                     "preloaded": loaded,
                     "failed": failed,
                     "readonly_failed": ro_failed,
+                    "memory": _memory.describe(),
                 }
             ).encode()
         )
     except BaseException:
         ctrl.send(json.dumps({"ready": False, "error": traceback.format_exc()[-3000:]}).encode())
+        if config["mode"] != "namespaces":
+            _memory.close(0)
         os._exit(1)
     _serve(ctrl, config)
 
 
 def main(argv: list[str]) -> int:
-    global _harness, _prober
+    global _harness, _prober, _memory
     ctrl = socket.socket(fileno=int(argv[1]))
     config = json.loads(ctrl.recv(1 << 20))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the grader's to handle
     _harness = _load("scalegrade_harness", config["harness"])
     _prober = _load("scalegrade_prober", config["prober"])
     _harness.wire = _prober.wire = _load("scalegrade_wire", config["wire"])
+    _memory = _Memory(config.get("memory_meter", "auto"))
+    _memory.setup()
     ro_failed: list[str] = []
     if config["mode"] == "namespaces":
         try:
             unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID)
-            ro_failed = setup_outer_mounts(config["hide"], config["keep"])
+            writable = (_memory.mount,) if _memory.mount else ()
+            ro_failed = setup_outer_mounts(config["hide"], config["keep"], writable)
         except OSError as err:
             ctrl.send(json.dumps({"ready": False, "error": f"namespaces: {err}"}).encode())
+            _memory.close(0)
             return 3
         pid = os.fork()
         if pid == 0:
@@ -873,14 +1216,17 @@ def main(argv: list[str]) -> int:
             os.kill(pid, signal.SIGKILL)
 
         signal.signal(signal.SIGTERM, forward)
-        while True:
-            try:
-                _, status = os.waitpid(pid, 0)
-                return max(0, os.waitstatus_to_exitcode(status))
-            except ChildProcessError:
-                return 0
-            except InterruptedError:
-                continue
+        try:
+            while True:
+                try:
+                    _, status = os.waitpid(pid, 0)
+                    return max(0, os.waitstatus_to_exitcode(status))
+                except ChildProcessError:
+                    return 0
+                except InterruptedError:
+                    continue
+        finally:
+            _memory.close()  # the zygote is gone, and with it every process of every job
     _zygote(ctrl, config, ro_failed)
     return 0
 

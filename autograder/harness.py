@@ -94,6 +94,8 @@ _shell = None
 _np_number_types: tuple = ()
 _np_ndarray = None
 wire = None  # the probe channel's wire module, set by the executor (loaded by path)
+MAX_HELD = 100_000  # values P may ask S to keep (Student.run, Student.hold)
+MAX_RANKS = 64  # processes one Student.ranks() run forks
 
 
 class RefusedMagic(Exception):
@@ -396,10 +398,12 @@ def _run_probe(probe: dict, ns: dict, budget: int) -> dict:
     module = types.ModuleType(module_name)
     module.__file__ = f"<checks {probe['id']}>"
     sys.modules[module_name] = module
+    student = None
     try:
         _exec(_compile(probe["source"], module.__file__, "exec"), module.__dict__)
         params = _json_loads(probe["params_json"])  # a fresh copy per probe
-        result = plain(module.probe(fn, probe["seed"], params))
+        student = _in_process(ns, name) if probe.get("isolated") else fn
+        result = plain(module.probe(student, probe["seed"], params))
         encoded = _encode(result)
     except _Unplain as err:
         return {"ok": False, "error": f"probe result is not plain data: {err}"[:MAX_ERROR_CHARS]}
@@ -407,9 +411,36 @@ def _run_probe(probe: dict, ns: dict, budget: int) -> dict:
         return {"ok": False, "error": _error_text(err)}
     finally:
         sys.modules.pop(module_name, None)
+        if student is not None and student is not fn:
+            student._channel.close()
     if _len(encoded) > budget:
         return {"ok": False, "error": f"probe result larger than {budget} bytes"}
     return {"ok": True, "result": result}
+
+
+def _in_process(ns: dict, name: str):
+    """A check written for the probe process, run here (docker mode, where no probe
+    process runs beside this one yet): the probe's Student, with this module's server
+    answering in a thread.  The prober and the wire are loaded from beside this file."""
+    global wire
+    here = os.path.dirname(os.path.abspath(__file__))
+    loaded = {}
+    for stem in ("wire", "prober"):
+        known = sys.modules.get(f"scalegrade_{stem}")
+        if known is None:
+            import importlib.util
+
+            spec = importlib.util.spec_from_file_location(
+                f"scalegrade_{stem}", os.path.join(here, f"{stem}.py")
+            )
+            known = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(known)
+            sys.modules[spec.name] = known
+        loaded[stem] = known
+    wire = wire or loaded["wire"]
+    prober = loaded["prober"]
+    prober.wire = prober.wire or wire
+    return prober.Student(prober.in_process(ns, _Server), name)
 
 
 def _cells(notebook_path: str) -> list[tuple[int, str]]:
@@ -529,13 +560,27 @@ class _Server:
         self.fd = fd
         self.ns = ns
         self.stubs: dict = {}
+        self.held: list = []  # what P asked to keep here, by handle (its index)
+        self.rank: tuple[int, int] | None = None  # (rank, world) in a rank's process
         self.next_id = 0
 
     def resolve(self, kind, handle, node):
+        if kind == "held":
+            if _type(handle) is not _int or not 0 <= handle < _len(self.held):
+                raise wire.WireError("no such value kept")
+            return self.held[handle]
+        if kind == "modules":
+            return _lent_container(handle, node)
+        if kind == "builtin":
+            if handle != "gloo_ring" or self.rank is None:
+                raise wire.WireError(f"no built-in {str(handle)[:40]!r} here")
+            return _GlooRing(*self.rank)
         key = (kind, handle)
         if key in self.stubs:
             return self.stubs[key]
-        if kind == "rng":
+        if kind == "module":
+            made = _lent_module(self, handle, node)
+        elif kind == "rng":
             import numpy as np
 
             state = node.get("state")
@@ -553,17 +598,18 @@ class _Server:
         return made
 
     def callback(self, handle, method, args, kwargs):
+        values = {"args": _list(args), "kwargs": _dict(kwargs)}
+        return self.ask("callback", {"handle": handle, "method": method}, values)
+
+    def ask(self, op: str, fields: dict, values: dict):
+        """Ask P (a callback, a lent module's forward or backward) and wait for its answer,
+        serving P's nested requests meanwhile."""
         self.next_id += 1
         cid = self.next_id
         enc = wire.Encoder()
-        header = {
-            "op": "callback",
-            "id": cid,
-            "handle": handle,
-            "method": method,
-            "args": enc.value(_list(args)),
-            "kwargs": enc.value(_dict(kwargs)),
-        }
+        header = dict(fields, op=op, id=cid)
+        for key, value in _dict_items(values):
+            header[key] = enc.value(value)
         wire.send(self.fd, header, enc.payload)
         while True:
             msg, payload = wire.recv(self.fd)
@@ -583,6 +629,102 @@ class _Server:
             )
             return
         wire.send(self.fd, {"op": "result", "id": rid, "value": node}, enc.payload)
+
+    def _ranks(self, rid, world, gloo: bool) -> None:
+        """Fork ``world`` rank processes, each a server of its own on the same namespace,
+        and carry frames between P and them, tagged with the rank, until P ends the run.
+        Each rank gets its arguments from P only after the fork: it never holds another's.
+        ``gloo``: the ranks first join a torch.distributed group (gloo) of their own."""
+        import select
+        import signal
+        import socket
+
+        if _type(world) is not _int or not 1 <= world <= MAX_RANKS:
+            raise ValueError(f"between 1 and {MAX_RANKS} ranks")
+        socks, pids = [], []
+        store = _gloo_store() if gloo else None
+        try:
+            for r in range(world):
+                mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                _flush()
+                pid = os.fork()
+                if pid == 0:  # the rank: serves P's calls for this rank, then ends
+                    global _main_pid
+                    _main_pid = _getpid()
+                    code = 0
+                    try:
+                        mine.close()
+                        for other in socks:
+                            other.close()
+                        os.close(self.fd)
+                        server = _Server(theirs.fileno(), self.ns)
+                        server.rank = (r, world)
+                        if store is not None and not _join_gloo(theirs.fileno(), store, r, world):
+                            return
+                        server.loop()
+                    except BaseException:  # noqa: BLE001
+                        code = 1
+                    finally:
+                        _flush()
+                        _exit(code)
+                theirs.close()
+                socks.append(mine)
+                pids.append(pid)
+            rank_of = {sock.fileno(): r for r, sock in enumerate(socks)}
+            live = set(rank_of)
+            while True:
+                ready, _, _ = select.select([self.fd, *live], [], [])
+                for fd in ready:
+                    if fd == self.fd:
+                        msg, payload = wire.recv(self.fd)
+                        if msg.get("op") == "end" and msg.get("id") == rid:
+                            return
+                        r = msg.get("rank")
+                        if _type(r) is _int and 0 <= r < world and socks[r].fileno() in live:
+                            try:
+                                wire.send(socks[r].fileno(), msg, payload)
+                            except wire.WireError:
+                                pass  # the rank is gone: P hears it from its socket
+                        continue
+                    r = rank_of[fd]
+                    try:
+                        msg, payload = wire.recv(fd)
+                    except wire.WireError:
+                        live.discard(fd)
+                        wire.send(self.fd, {"op": "gone", "rank": r})
+                        continue
+                    msg["rank"] = r
+                    wire.send(self.fd, msg, payload)
+        finally:
+            for sock in socks:
+                sock.close()
+            if store is not None and store.startswith("file://"):
+                import shutil
+
+                shutil.rmtree(os.path.dirname(store[len("file://") :]), ignore_errors=True)
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                try:
+                    os.waitpid(pid, 0)
+                except OSError:
+                    pass
+            self._reply(rid, None)
+
+    def _reply_kept(self, rid, value) -> None:
+        """Keep ``value`` here; answer its handle, its copy when it is data, its type."""
+        if _len(self.held) >= MAX_HELD:
+            raise RuntimeError(f"more than {MAX_HELD} values kept")
+        _list_append(self.held, value)
+        enc = wire.Encoder()
+        try:
+            node = enc.value(value)
+        except wire.WireError:
+            node, enc = None, wire.Encoder()
+        kept = {"$tuple": [_len(self.held) - 1, node, _type_name(value)]}
+        wire.send(self.fd, {"op": "result", "id": rid, "value": kept}, enc.payload)
 
     def _function(self, name):
         fn = self.ns.get(name) if _type(name) is _str else None
@@ -608,6 +750,61 @@ class _Server:
                     self._reply(rid, fn(*args, **kwargs))
                 else:
                     self._reply(rid, with_gradients(fn, args, kwargs))
+            elif op == "keep":  # call, and keep what comes back: P reads it later
+                target = msg.get("held")
+                if target is None:
+                    fn = self._function(msg.get("function"))
+                else:
+                    fn = self.resolve("held", target, None)
+                    method = msg.get("method")
+                    if method is not None:
+                        fn = getattr(fn, _str(method))
+                args = wire.decode(msg["args"], payload, self.resolve)
+                kwargs = wire.decode(msg["kwargs"], payload, self.resolve)
+                self._reply_kept(rid, fn(*args, **kwargs))
+            elif op == "hold":
+                self._reply_kept(rid, wire.decode(msg["value"], payload, self.resolve))
+            elif op == "backward":
+                import torch
+
+                value = self.resolve("held", msg.get("held"), None)
+                cotangent = wire.decode(msg["cotangent"], payload, self.resolve)
+                self.held[msg["held"]] = None  # its graph is spent
+                torch.autograd.backward(value, cotangent)
+                self._reply(rid, None)
+            elif op == "ranks":
+                self._ranks(rid, msg.get("world"), msg.get("gloo") is True)
+            elif op == "release":  # P is done with it: its graph and tensors may go
+                self.resolve("held", msg.get("held"), None)
+                self.held[msg["held"]] = None
+                self._reply(rid, None)
+            elif op == "read":
+                value = self.resolve("held", msg.get("held"), None)
+                for name in wire.decode(msg["path"], payload):
+                    value = getattr(value, _str(name))
+                self._reply(rid, value)
+            elif op == "parameters":
+                value = self.resolve("held", msg.get("held"), None)
+                params = [
+                    (n, p.detach(), bool(p.requires_grad), p.grad)
+                    for n, p in value.named_parameters()
+                ]
+                if msg.get("clear") is True:  # as zero_grad(): the next backward starts anew
+                    for _, p in value.named_parameters():
+                        p.grad = None
+                self._reply(rid, params)
+            elif op == "assign":  # tensors of the kept value get P's numbers, in place
+                import torch
+
+                held = self.resolve("held", msg.get("held"), None)
+                values = wire.decode(msg["values"], payload)
+                for path, number in _dict_items(values):
+                    target = held
+                    for name in _str(path).split("."):
+                        target = getattr(target, name)
+                    with torch.no_grad():
+                        target.copy_(number)
+                self._reply(rid, None)
             elif op in ("map", "repeat"):
                 fn = self._function(msg.get("function"))
                 if op == "map":
@@ -673,6 +870,163 @@ class _Stub:
             return server.callback(handle, name, args, kwargs)
 
         return method
+
+
+_lent = None  # (LentCall, LentModule), made the first time P lends a torch module
+
+
+def _lent_types():
+    """The classes of P's lent torch modules, on S's side (torch imported on first use).
+
+    A lent module holds a copy of P's parameters, as real ``nn.Parameter``s: the student's
+    code sees ``weight.shape``, sets ``requires_grad``, reads ``.grad``.  Calling it runs
+    the forward in P, on the arguments and on the current values of these parameters; the
+    backward asks P for the vector-Jacobian product of that very call.  Which call: the
+    token P answered, saved as a tensor, so that a checkpoint (torch.utils.checkpoint)
+    recomputing the forward hands the backward the token of the recomputed call."""
+    global _lent
+    if _lent is None:
+        import torch
+
+        class LentCall(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, module, n, *tensors):
+                server, handle = module._lent
+                names = [name for name, _ in module.named_parameters()]
+                params = {k: t.detach() for k, t in zip(names, tensors[n:], strict=True)}
+                out, token = server.ask(
+                    "forward", {"handle": handle}, {"args": _list(tensors[:n]), "params": params}
+                )
+                ctx.lent = (server, handle)
+                ctx.save_for_backward(torch.tensor([token]))
+                return out
+
+            @staticmethod
+            def backward(ctx, *grads):
+                (token,) = ctx.saved_tensors
+                server, handle = ctx.lent
+                needs = [bool(x) for x in ctx.needs_input_grad[2:]]
+                values = {"token": _int(token.item()), "grads": _list(grads), "needs": needs}
+                out = server.ask("vjp", {"handle": handle}, values)
+                return (None, None, *out)
+
+        class LentModule(torch.nn.Module):
+            """A torch module of the grader's: its calls run in the grader's process."""
+
+            def __init__(self, server, handle, parts: dict):
+                super().__init__()
+                self._lent = (server, handle)
+                for name, value in parts["params"]:
+                    grad = bool(value.requires_grad)
+                    self.register_parameter(_str(name), torch.nn.Parameter(value, grad))
+                for name, child in parts["children"]:
+                    self.add_module(_str(name), child)
+                for name, value in _dict_items(parts["attrs"]):
+                    if not hasattr(self, name):
+                        setattr(self, name, value)
+
+            def forward(self, *args):
+                params = [p for _, p in self.named_parameters()]
+                return LentCall.apply(self, _len(args), *args, *params)
+
+        _lent = (LentCall, LentModule)
+    return _lent
+
+
+GLOO_OP_SECONDS = 10  # one gloo operation: a rank that waits for a message never sent
+
+
+def _gloo_store() -> str:
+    """tcp://127.0.0.1 when loopback connects, else a file store in the working directory.
+
+    (A network namespace whose ``lo`` is down binds 127.0.0.1 but cannot connect; then
+    gloo cannot run at all, and the file store makes it fail at once instead of timing out.)
+    """
+    import socket
+    import tempfile
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+            server.bind(("127.0.0.1", 0))
+            server.listen(1)
+            port = server.getsockname()[1]
+            with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+                pass
+        return f"tcp://127.0.0.1:{port}"
+    except OSError:
+        folder = tempfile.mkdtemp(prefix="gloo-", dir=os.getcwd())
+        return f"file://{os.path.join(folder, 'store')}"
+
+
+def _join_gloo(fd: int, store: str, rank: int, world: int) -> bool:
+    """In a rank's process: join the gloo group; on failure tell P (its ``ready`` says why)."""
+    from datetime import timedelta
+
+    try:
+        import torch
+        import torch.distributed as dist
+
+        torch.set_num_threads(1)
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        timeout = timedelta(seconds=GLOO_OP_SECONDS)
+        dist.init_process_group(
+            "gloo", init_method=store, rank=rank, world_size=world, timeout=timeout
+        )
+    except BaseException as err:  # noqa: BLE001 - the grading machine's, not the student's
+        wire.send(fd, {"op": "ready", "error": _error_text(err)[:MAX_ERROR_CHARS]})
+        return False
+    return True
+
+
+class _GlooRing:
+    """A rank's ``comm`` over the gloo group: ``send_recv(chunk)`` sends to rank + 1 and
+    returns what rank − 1 sent in its call of the same number (the size first, then the
+    values, as isend/irecv pairs)."""
+
+    def __init__(self, rank: int, world: int):
+        self._next, self._prev = (rank + 1) % world, (rank - 1) % world
+        self._calls = 0
+
+    def send_recv(self, chunk):
+        import numpy as np
+        import torch
+        import torch.distributed as dist
+
+        tag = 2 * self._calls
+        self._calls += 1
+        out = torch.from_numpy(np.array(chunk, dtype=np.float64).reshape(-1))
+        size_out = torch.tensor([out.numel()], dtype=torch.int64)
+        size_in = torch.zeros(1, dtype=torch.int64)
+        for work in (
+            dist.isend(size_out, self._next, tag=tag),
+            dist.irecv(size_in, self._prev, tag=tag),
+        ):
+            work.wait()
+        into = torch.empty(int(size_in.item()), dtype=torch.float64)
+        works = []
+        if out.numel():
+            works.append(dist.isend(out, self._next, tag=tag + 1))
+        if into.numel():
+            works.append(dist.irecv(into, self._prev, tag=tag + 1))
+        for work in works:
+            work.wait()
+        return into.numpy()
+
+
+def _lent_module(server, handle, parts: dict):
+    try:
+        return _lent_types()[1](server, handle, parts)
+    except (TypeError, ValueError, KeyError, AttributeError) as err:
+        raise wire.WireError(f"a malformed module: {err}") from None
+
+
+def _lent_container(kind: str, items: list):
+    import torch
+
+    try:
+        return torch.nn.Sequential(*items) if kind == "sequential" else torch.nn.ModuleList(items)
+    except (TypeError, ValueError) as err:
+        raise wire.WireError(f"a malformed list of modules: {err}") from None
 
 
 def with_gradients(fn, args: list, kwargs: dict):

@@ -23,6 +23,7 @@ import os
 import sys
 import time
 import types
+from typing import NamedTuple
 
 wire = None  # the wire module, set by the executor (loaded by path too)
 
@@ -57,6 +58,110 @@ def raised(kind: str, message: str) -> Exception:
     return RuntimeError(f"{str(kind)[:100]}: {message}")
 
 
+class Event(NamedTuple):
+    """One call of a module P lent to S, or one backward through such a call."""
+
+    kind: str  # "forward" or "vjp"
+    module: object  # P's module
+    phase: str | None  # the request S was answering: "call", "keep", "backward", ...
+    token: int  # the forward call's number (a vjp: the call it differentiates)
+    shapes: tuple  # the shapes of the tensors among the arguments (a vjp: of the grads)
+    params: dict  # forward: the parameters' values S sent; vjp: name -> gradient given
+
+
+class Lent:
+    """P's torch modules lent to S.  S holds stubs (real ``nn.Module``s with a copy of the
+    parameters); each forward runs here, on the arguments and parameter values S sends,
+    and each backward is the vector-Jacobian product of one such call, computed here from
+    what that call received.  P logs both (:attr:`events`) and sums the parameters'
+    gradients (:meth:`grads`): what S claims about its own calls plays no part."""
+
+    MAX_CALLS = 20_000
+
+    def __init__(self):
+        self.events: list[Event] = []
+        self._calls: dict[int, tuple] = {}  # token -> (module, args, params)
+        self._grads: dict[int, dict] = {}  # id(module) -> name -> summed gradient
+
+    def forward(self, module, args, params, phase):
+        import torch
+        from torch.func import functional_call
+
+        if len(self._calls) >= self.MAX_CALLS:
+            raise RuntimeError(f"more than {self.MAX_CALLS} calls of the grader's modules")
+        if not isinstance(args, list) or not isinstance(params, dict):
+            raise TypeError("malformed call")
+        own = dict(module.named_parameters())
+        if set(params) != set(own):
+            raise ValueError(f"the module's parameters are {sorted(own)}, not {sorted(params)}")
+        for name, value in params.items():
+            if not isinstance(value, torch.Tensor) or value.shape != own[name].shape:
+                raise ValueError(f"parameter {name} must keep its shape {tuple(own[name].shape)}")
+        with torch.no_grad():
+            out = functional_call(module, params, tuple(args))
+        if not isinstance(out, torch.Tensor):
+            raise TypeError("a lent module returns one tensor")
+        token = len(self._calls) + 1
+        self._calls[token] = (module, args, params)
+        shapes = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor))
+        self.events.append(Event("forward", module, phase, token, shapes, params))
+        return out, token
+
+    def vjp(self, module, token, grads, needs, phase):
+        import torch
+        from torch.func import functional_call
+
+        call = self._calls.get(token) if type(token) is int else None
+        if call is None or call[0] is not module:
+            raise ValueError("no such call of this module")
+        _, args, params = call
+        names = list(params)
+        if (
+            not isinstance(needs, list)
+            or len(needs) != len(args) + len(names)
+            or not all(type(x) is bool for x in needs)
+            or not isinstance(grads, list)
+            or len(grads) != 1
+            or not isinstance(grads[0], torch.Tensor)
+        ):
+            raise TypeError("malformed backward")
+        if any(
+            need and not isinstance(a, torch.Tensor) for a, need in zip(args, needs, strict=False)
+        ):
+            raise TypeError("malformed backward")
+        inputs = [
+            a.detach().requires_grad_(True) if need else a
+            for a, need in zip(args, needs, strict=False)
+        ]
+        values = {
+            n: params[n].detach().requires_grad_(need)
+            for n, need in zip(names, needs[len(args) :], strict=True)
+        }
+        wrt = [x for x in inputs + list(values.values()) if isinstance(x, torch.Tensor)]
+        wrt = [x for x in wrt if x.requires_grad]
+        with torch.enable_grad():
+            out = functional_call(module, values, tuple(inputs))
+            if grads[0].shape != out.shape:
+                raise ValueError(
+                    f"a gradient of shape {tuple(grads[0].shape)} for {tuple(out.shape)}"
+                )
+            got = iter(torch.autograd.grad(out, wrt, grads[0], allow_unused=True) if wrt else ())
+        answer = [next(got) if need else None for need in needs]
+        sums = self._grads.setdefault(id(module), {})
+        given = {}
+        for name, g in zip(names, answer[len(args) :], strict=True):
+            if g is not None:
+                sums[name] = sums[name] + g if name in sums else g.clone()
+                given[name] = g
+        shapes = (tuple(grads[0].shape),)
+        self.events.append(Event("vjp", module, phase, token, shapes, given))
+        return answer
+
+    def grads(self, module) -> dict:
+        """The gradients of ``module``'s parameters, summed over every backward S asked."""
+        return dict(self._grads.get(id(module), {}))
+
+
 class Channel:
     """P's end of the channel to S: calls out, callbacks in, handles for P's objects."""
 
@@ -66,8 +171,14 @@ class Channel:
         self.next_id = 0
         self.objects: dict[int, object] = {}
         self.handles: dict[int, int] = {}  # id(obj) -> handle
+        self.kinds: dict[int, str] = {}  # handle -> "callback", "object", "module", "rng"
         self.gone: str | None = None
         self.calls = 0
+        self.lent = Lent()
+        self.phase: str | None = None  # the request S is answering: "call", "keep", ...
+
+    def close(self) -> None:
+        """Nothing here: the executor owns the descriptor (:func:`in_process` replaces it)."""
 
     def handle(self, obj, kind: str) -> int:
         h = self.handles.get(id(obj))
@@ -75,6 +186,7 @@ class Channel:
             h = len(self.objects)
             self.objects[h] = obj  # kept alive: its id stays its own
             self.handles[id(obj)] = h
+            self.kinds[h] = kind
         return h
 
     def _send(self, header: dict, payload: bytes = b"") -> None:
@@ -97,6 +209,13 @@ class Channel:
         body = dict(header, id=rid, **{k: enc.value(v) for k, v in values.items()})
         self._send(body, enc.payload)
         until = min(self.deadline, time.monotonic() + (seconds or ANSWER_SECONDS))
+        outer, self.phase = self.phase, header.get("op")
+        try:
+            return self._answer(rid, until, seconds)
+        finally:
+            self.phase = outer
+
+    def _answer(self, rid: int, until: float, seconds: float | None):
         while True:
             try:
                 msg, payload = wire.recv(self.fd, until)
@@ -112,6 +231,9 @@ class Channel:
             if op == "callback":
                 self._callback(msg, payload)
                 continue
+            if op in ("forward", "vjp"):
+                self._lent_call(op, msg, payload)
+                continue
             if msg.get("id") != rid:
                 self._lost("the notebook's process answered out of turn")
             try:
@@ -125,10 +247,36 @@ class Channel:
                 ) from None
             self._lost(f"the notebook's process sent an unknown message {str(op)[:40]!r}")
 
-    def _callback(self, msg: dict, payload: bytes) -> None:
-        """A stub in S called one of P's objects: run it here, answer with its value."""
+    def _lent_call(self, op: str, msg: dict, payload: bytes, tag: dict | None = None) -> None:
+        """A module P lent to S was called, or is differentiated: here, by :class:`Lent`."""
         cid = msg.get("id")
         try:
+            h = msg.get("handle")
+            if type(h) is not int or self.kinds.get(h) != "module":
+                raise KeyError("no such module")
+            module = self.objects[h]
+            if op == "forward":
+                args = wire.decode(msg.get("args"), payload)
+                params = wire.decode(msg.get("params"), payload)
+                value = self.lent.forward(module, args, params, self.phase)
+            else:
+                grads = wire.decode(msg.get("grads"), payload)
+                needs = wire.decode(msg.get("needs"), payload)
+                value = self.lent.vjp(module, msg.get("token"), grads, needs, self.phase)
+            self.answer(cid, value, tag)
+        except StudentGone:
+            raise
+        except Exception as err:  # noqa: BLE001 - refused: the student's code sees why
+            self.refuse(cid, err, tag)
+
+    def _callback(self, msg: dict, payload: bytes, tag: dict | None = None):
+        """A stub in S called one of P's objects: run it here, answer with its value.  In
+        a ranks run (``tag``: the rank), an answer that must wait for the other ranks
+        (:class:`Later`) is returned instead, to be sent when it is ready."""
+        cid, tag = msg.get("id"), tag or {}
+        try:
+            if self.kinds.get(msg.get("handle")) not in ("callback", "object"):
+                raise KeyError("no such callback")
             target = self.objects[msg["handle"]]
             method = msg.get("method")
             if method is not None:
@@ -140,16 +288,155 @@ class Channel:
             if not isinstance(args, list) or not isinstance(kwargs, dict):
                 raise TypeError("malformed arguments")
             value = target(*args, **kwargs)
-            enc = wire.Encoder(self.handle)
-            self._send({"op": "reply", "id": cid, "value": enc.value(value)}, enc.payload)
+            if isinstance(value, Later):
+                if not tag:
+                    raise RuntimeError("an answer that waits for other ranks, outside ranks()")
+                return value
+            self.answer(cid, value, tag)
         except StudentGone:
             raise
         except (KeyError, wire.WireError) as err:
-            self._send({"op": "fail", "id": cid, "type": "TypeError", "message": str(err)[:500]})
+            self.refuse(cid, TypeError(str(err)), tag)
         except Exception as err:  # noqa: BLE001 - the probe's object raised: the student sees it
-            self._send(
-                {"op": "fail", "id": cid, "type": type(err).__name__, "message": str(err)[:500]}
-            )
+            self.refuse(cid, err, tag)
+        return None
+
+    def answer(self, cid, value, tag: dict | None = None) -> None:
+        enc = wire.Encoder(self.handle)
+        node = enc.value(value)
+        self._send({"op": "reply", "id": cid, "value": node, **(tag or {})}, enc.payload)
+
+    def refuse(self, cid, err: BaseException, tag: dict | None = None) -> None:
+        message = str(err)[:500]
+        fail = {"op": "fail", "id": cid, "type": type(err).__name__, "message": message}
+        self._send({**fail, **(tag or {})})
+
+    def ranks(self, name: str, calls: list, seconds: float | None, gloo: bool = False) -> list:
+        """``name`` once per rank, all at once, each rank a process forked from S: see
+        :meth:`Student.ranks`."""
+        if self.gone:
+            raise StudentGone(self.gone)
+        self.next_id += 1
+        rid = self.next_id
+        self._send({"op": "ranks", "id": rid, "world": len(calls), "gloo": bool(gloo)})
+        until = min(self.deadline, time.monotonic() + (seconds or ANSWER_SECONDS))
+        outer, self.phase = self.phase, "ranks"
+        try:
+            return self._run_ranks(name, calls, until, seconds)
+        finally:
+            self.phase = outer
+            if not self.gone:
+                self._send({"op": "end", "id": rid})
+                self._end_ranks(rid)
+
+    def _run_ranks(self, name: str, calls: list, until: float, seconds) -> list:
+        world = len(calls)
+        outcomes: list = [None] * world
+        state = ["starting"] * world  # then "running", "done"
+        call_of: dict[int, int] = {}  # rank -> the id of its call
+        waiting: dict[int, tuple] = {}  # rank -> (callback id, Later)
+        while "starting" in state or "running" in state:
+            moved = True
+            while moved:  # answer what the other ranks' calls have made ready
+                moved = False
+                for r, (cid, later) in list(waiting.items()):
+                    if later.ready():
+                        del waiting[r]
+                        self._later(cid, later, r)
+                        moved = True
+            busy = [r for r in range(world) if state[r] == "running" and r not in waiting]
+            if waiting and not busy and "starting" not in state:
+                for r, (cid, later) in list(waiting.items()):  # nobody can call any more
+                    del waiting[r]
+                    why = later.stuck() if later.stuck else "deadlock: no rank can go on"
+                    self.refuse(cid, RuntimeError(why), {"rank": r})
+                continue
+            try:
+                msg, payload = wire.recv(self.fd, until)
+            except wire.Late:
+                for r in range(world):
+                    if state[r] != "done":
+                        outcomes[r] = TimeoutError(
+                            f"rank {r} did not answer within {seconds or ANSWER_SECONDS:g} s"
+                        )
+                break
+            except wire.WireError as err:
+                self._lost(f"the notebook's process broke off the ranks: {err}")
+            r, op = msg.get("rank"), msg.get("op")
+            if type(r) is not int or not 0 <= r < world or state[r] == "done":
+                continue  # a rank past its call, or no rank at all
+            tag = {"rank": r}
+            if op == "ready" and state[r] == "starting" and msg.get("error") is not None:
+                outcomes[r] = NotStarted(str(msg["error"])[:MAX_ERROR_CHARS])
+                state[r] = "done"
+            elif op == "ready" and state[r] == "starting":
+                self.next_id += 1
+                call_of[r] = self.next_id
+                enc = wire.Encoder(self.handle)
+                args = enc.value(list(calls[r]))
+                header = {"op": "call", "id": self.next_id, "function": name, **tag}
+                self._send({**header, "args": args, "kwargs": {"$dict": {}}}, enc.payload)
+                state[r] = "running"
+            elif op == "callback":
+                later = self._callback(msg, payload, tag)
+                if later is not None:
+                    waiting[r] = (msg.get("id"), later)
+            elif op in ("forward", "vjp"):
+                self._lent_call(op, msg, payload, tag)
+            elif op in ("result", "raised") and msg.get("id") == call_of.get(r):
+                try:
+                    if op == "result":
+                        outcomes[r] = wire.decode(msg.get("value"), payload)
+                    else:
+                        outcomes[r] = raised(msg.get("type"), str(msg.get("message", ""))[:2000])
+                except wire.WireError as err:
+                    outcomes[r] = TypeError(f"rank {r} returned something that is not data: {err}")
+                state[r] = "done"
+                waiting.pop(r, None)
+            elif op == "gone":
+                outcomes[r] = RuntimeError(f"rank {r}'s process ended during the call")
+                state[r] = "done"
+                waiting.pop(r, None)
+        return outcomes
+
+    def _later(self, cid, later: Later, rank: int) -> None:
+        try:
+            value = later.value()
+        except Exception as err:  # noqa: BLE001 - the probe's object raised: the rank sees it
+            self.refuse(cid, err, {"rank": rank})
+        else:
+            self.answer(cid, value, {"rank": rank})
+
+    def _end_ranks(self, rid: int) -> None:
+        """Wait for S to have ended the ranks (rank frames still in flight are dropped)."""
+        until = min(self.deadline, time.monotonic() + ANSWER_SECONDS)
+        while True:
+            try:
+                msg, _ = wire.recv(self.fd, until)
+            except wire.WireError:
+                self._lost("the notebook's process did not end its ranks")
+            if msg.get("id") == rid and "rank" not in msg:
+                return
+
+
+class NotStarted(RuntimeError):
+    """A rank that could not start: its gloo group did not form on this machine."""
+
+
+class GlooRing:
+    """Stands for a rank's ``comm`` over its gloo group, which S makes in each rank
+    (``send_recv(chunk)``: to rank + 1, from rank − 1, by isend/irecv)."""
+
+    __wire_builtin__ = "gloo_ring"
+
+
+class Later:
+    """A callback's answer that waits for the other ranks of a :meth:`Student.ranks` run
+    (a ring's ``send_recv``, an all-reduce): ``ready()`` says when it can be given,
+    ``value()`` gives it, and ``stuck()``, if given, says why it never can (a deadlock)."""
+
+    def __init__(self, ready, value, stuck=None):
+        self.ready, self.value, self.stuck = ready, value, stuck
 
 
 class Student:
@@ -179,6 +466,54 @@ class Student:
         if grads is not None and not isinstance(grads, list):
             raise TypeError("the notebook's process answered a gradient malformed")
         return value, grads, why if isinstance(why, str) or why is None else "malformed"
+
+    def run(self, *args, **kwargs) -> Held:
+        """Call, and let S keep what the function returns (a tensor to differentiate, an
+        object whose methods and parameters P then uses): :class:`Held`."""
+        self._channel.calls += 1
+        values = {"args": list(args), "kwargs": kwargs}
+        return _held(self._channel, {"op": "keep", "function": self.__name__}, values)
+
+    def hold(self, value) -> Held:
+        """Put ``value`` in S and keep it there (a leaf tensor whose ``.grad`` P reads
+        after a backward); pass the :class:`Held` as an argument to use it."""
+        return _held(self._channel, {"op": "hold"}, {"value": value})
+
+    @property
+    def events(self) -> list[Event]:
+        """Every call of the torch modules P lent to S, and every backward through them."""
+        return self._channel.lent.events
+
+    def grads(self, module) -> dict:
+        """The parameters' gradients of a module P lent, summed over S's backward passes."""
+        return self._channel.lent.grads(module)
+
+    NotStarted = NotStarted
+
+    def ranks(self, calls: list, seconds: float | None = None, gloo: bool = False) -> list:
+        """One call per rank, all running at once, each rank a process of its own forked
+        from S (``calls[r]``: rank r's argument tuple, sent to that rank only).  The ranks'
+        callbacks run here, where a callback may answer :class:`Later`: its answer waits
+        for the other ranks (the router of a ring, an all-reduce).  Returns each rank's
+        value, or the exception it raised (TimeoutError past ``seconds``).
+
+        ``gloo``: the ranks first join a torch.distributed gloo group of their own, and
+        :meth:`gloo_ring` stands for a comm over it; a rank whose group does not form
+        answers :class:`NotStarted` (the machine's failure, not the student's)."""
+        self._channel.calls += len(calls)
+        calls = [tuple(c) for c in calls]
+        return self._channel.ranks(self.__name__, calls, seconds, gloo)
+
+    @staticmethod
+    def gloo_ring() -> GlooRing:
+        """An argument for a gloo :meth:`ranks` run: each rank's ``comm`` over the group."""
+        return GlooRing()
+
+    @staticmethod
+    def later(ready, value, stuck=None) -> Later:
+        """What a callback of a :meth:`ranks` run answers when its answer waits for the
+        other ranks: see :class:`Later`."""
+        return Later(ready, value, stuck)
 
     def map(self, calls: list, seconds: float | None = None) -> list:
         """Many calls in one round trip: ``calls`` is a list of argument tuples; each
@@ -215,6 +550,124 @@ class Student:
         """Seed the global generators of S (numpy, random, torch): a student who uses them
         instead of the generator given gets the same numbers in every run."""
         self._channel.request({"op": "seed"}, {"stream": int(stream)})
+
+    def measured(self, *args, **kwargs):
+        """Call, and measure from outside the student's process what the call took:
+        (the value, the peak bytes).  The peak is the most memory the student's process
+        and its children held during the call, above what they held when it began
+        (decoding the arguments and encoding the value included); None when this sandbox
+        has no meter (:attr:`meter` says why).  Raises what the function raised, its
+        ``peak_bytes`` set (code that raises may have taken memory first)."""
+        self._channel.calls += 1
+        gauge = meter if meter is not None else Meter.this_process()
+        try:
+            base = gauge.reset()
+            try:
+                value = self._channel.request(
+                    {"op": "call", "function": self.__name__},
+                    {"args": list(args), "kwargs": kwargs},
+                )
+            except Exception as err:
+                err.peak_bytes = gauge.since(base)
+                raise
+            return value, gauge.since(base)
+        finally:
+            if gauge is not meter:
+                gauge.close()
+
+    @property
+    def meter(self) -> str:
+        """How :meth:`measured` measures memory, or why it cannot (for messages)."""
+        return meter.note if meter is not None else Meter.THIS_PROCESS
+
+
+class Held:
+    """A value S keeps for P, by handle.  ``value`` is its copy when it is data (None
+    otherwise), ``type`` the name of its type.  Passed as an argument, it is S's own
+    object again."""
+
+    def __init__(self, channel: Channel, handle: int, value, type_name: str):
+        self._channel = channel
+        self._handle = handle
+        self.value = value
+        self.type = type_name
+
+    @property
+    def __wire_held__(self) -> int:
+        return self._handle
+
+    def _ask(self, op: str, values: dict, **fields):
+        return self._channel.request({"op": op, "held": self._handle, **fields}, values)
+
+    def run(self, *args, method: str | None = None, **kwargs) -> Held:
+        """Call the kept object (or its ``method``), and keep the result."""
+        self._channel.calls += 1
+        header = {"op": "keep", "held": self._handle, "method": method}
+        return _held(self._channel, header, {"args": list(args), "kwargs": kwargs})
+
+    def backward(self, cotangent=None) -> None:
+        """Backpropagate from the kept tensor, in S (``cotangent``: its gradient); S then
+        drops it, its graph spent."""
+        self._ask("backward", {"cotangent": cotangent})
+
+    def read(self, *path: str):
+        """An attribute of the kept object, as data: ``read("grad")``, ``read("A")``."""
+        return self._ask("read", {"path": list(path)})
+
+    def parameters(self, clear: bool = False) -> list[tuple]:
+        """The kept module's ``named_parameters()``: (name, value, requires_grad, grad);
+        ``clear``: then set every ``.grad`` to None, as ``zero_grad()`` does."""
+        out = self._ask("parameters", {}, clear=bool(clear))
+        if not isinstance(out, list) or not all(
+            isinstance(x, tuple) and len(x) == 4 and isinstance(x[0], str) for x in out
+        ):
+            raise TypeError("the notebook's process answered its parameters malformed")
+        return out
+
+    def release(self) -> None:
+        """S may drop the kept value (a loss and its graph, once differentiated)."""
+        self._ask("release", {})
+
+    def assign(self, values: dict) -> None:
+        """Copy P's numbers into the kept object's tensors, in place and without a graph:
+        ``{"A": a, "base.weight": w}``."""
+        self._ask("assign", {"values": dict(values)})
+
+
+def _held(channel: Channel, header: dict, values: dict) -> Held:
+    out = channel.request(header, values)
+    if not (isinstance(out, tuple) and len(out) == 3 and type(out[0]) is int):
+        raise TypeError("the notebook's process answered a kept value malformed")
+    return Held(channel, out[0], out[1], str(out[2])[:200])
+
+
+def in_process(ns: dict, server, seconds: float = 600.0) -> Channel:
+    """A channel to functions of this very process: S's server (``server``, the harness's
+    ``_Server``, on ``ns``) answers in a thread, over a socket pair and the same wire.  For
+    tests and check authors trying a reference, and for docker mode until the probe
+    process runs outside the container.  It protects nothing: both ends share a process.
+    ``channel.close()`` ends the thread (so does the channel's collection)."""
+    import socket
+    import threading
+    import weakref
+
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    thread = threading.Thread(
+        target=server(theirs.fileno(), ns).loop, name="scalegrade-student", daemon=True
+    )
+    thread.start()
+    msg, _ = wire.recv(mine.fileno(), time.monotonic() + 30.0)
+    if msg.get("op") != "ready":
+        raise RuntimeError("the in-process server did not start")
+    channel = Channel(mine.fileno(), time.monotonic() + seconds)
+    channel.close = weakref.finalize(channel, _close_pair, mine, theirs, thread)
+    return channel
+
+
+def _close_pair(mine, theirs, thread) -> None:
+    mine.close()  # the server's next read fails: it returns
+    thread.join(10.0)
+    theirs.close()
 
 
 def _item(x):
@@ -296,3 +749,86 @@ def run(probes: list[dict], fd: int, result_fd: int, limits: dict) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(result_fd, view) :]
+
+
+# --------------------------------------------------------------------------- memory
+
+
+class Meter:
+    """The memory of the student's process S, read by P through files the executor opened
+    as root and gave to P alone (S never holds them).
+
+    ``kind`` "cgroup": ``fd`` is the peak file of the memory cgroup that holds S and its
+    children (v1 memory.max_usage_in_bytes, v2 memory.peak): writing resets it to the
+    usage now; reading gives the peak since.  Nothing S does can lower it.
+    ``kind`` "vmhwm" (no cgroup): ``fd`` is S's /proc/PID/clear_refs (writing 5 resets the
+    peak RSS) and ``read_fd`` its /proc/PID/status (VmHWM): S's children are not counted,
+    and S itself can reset it; the note says so.  ``kind`` None: no meter, and why.
+    """
+
+    THIS_PROCESS = (
+        "the VmHWM of this process, which runs the functions itself (tests and authors; "
+        "it protects nothing)"
+    )
+
+    def __init__(self, kind: str | None, fd: int = -1, read_fd: int = -1, note: str = ""):
+        self.kind = kind if kind in ("cgroup", "vmhwm") else None
+        self.fd, self.read_fd = fd, read_fd if read_fd >= 0 else fd
+        self.note = note or ("no memory meter" if self.kind is None else self.kind)
+        self._own: tuple[int, ...] = ()  # descriptors this meter opened, closed by close()
+
+    @classmethod
+    def this_process(cls) -> Meter:
+        """Where the functions run in this very process (:func:`in_process`): its own VmHWM."""
+        try:
+            reset = os.open("/proc/self/clear_refs", os.O_WRONLY | os.O_CLOEXEC)
+        except OSError as err:
+            return cls(None, note=f"no memory meter: /proc/self/clear_refs: {err.strerror}")
+        try:
+            status = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as err:
+            os.close(reset)
+            return cls(None, note=f"no memory meter: /proc/self/status: {err.strerror}")
+        gauge = cls("vmhwm", reset, status, cls.THIS_PROCESS)
+        gauge._own = (reset, status)
+        return gauge
+
+    def close(self) -> None:
+        for fd in self._own:
+            os.close(fd)
+        self._own = ()
+
+    def _read(self) -> int | None:
+        try:
+            text = os.pread(self.read_fd, 8192, 0).decode("ascii", "replace")
+            if self.kind == "cgroup":
+                return int(text.strip())
+            for line in text.splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024  # kB
+        except (OSError, ValueError, IndexError):
+            pass
+        return None
+
+    def reset(self) -> int | None:
+        """Reset the peak to the usage now; that usage in bytes (None: no meter)."""
+        if self.kind is None:
+            return None
+        try:
+            os.pwrite(self.fd, b"0" if self.kind == "cgroup" else b"5", 0)
+        except OSError as err:
+            self.kind, self.note = None, f"no memory meter: the reset failed ({err.strerror})"
+            return None
+        return self._read()
+
+    def since(self, base: int | None) -> int | None:
+        """The peak since :meth:`reset` returned ``base``, above ``base`` (bytes)."""
+        if base is None or self.kind is None:
+            return None
+        peak = self._read()
+        return None if peak is None else max(0, peak - base)
+
+
+# The probe process's meter, set by the executor (a cgroup's peak, S's VmHWM, or none and
+# why); None elsewhere: the functions run in this process, measured by its own VmHWM.
+meter: Meter | None = None

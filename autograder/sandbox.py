@@ -12,7 +12,8 @@ Backends:
   mount/network/PID namespaces, with the ``hide`` paths, the project's folders and the
   grader's home covered by empty tmpfs and every mount read-only; per submission a child
   in fresh PID/mount/network/IPC/UTS namespaces, under its own uid (61000 + slot),
-  rlimits, no new privileges, a private tmpfs working directory holding only the notebook.
+  rlimits, no new privileges, a private tmpfs working directory holding only the notebook,
+  and a memory cgroup of its own whose peak only the probe process can reset and read.
   The end of the run, or the timeout, kills everything the notebook started.
 - ``process``: the fallback without namespaces (rlimits, setsid, the uid when root, the
   timeout kills the process group, a private directory, a scrubbed environment); it logs
@@ -76,11 +77,19 @@ ON_DEMAND: dict[bytes, tuple[str, ...]] = {
 }
 
 
+# How the probe process measures the memory of the student's process (executor.py,
+# "memory, from outside"): "auto", a memory cgroup per job where this grader (root) can make
+# one, else the process's VmHWM; "proc", VmHWM only; "off", no meter.
+MEMORY_METERS = ("auto", "proc", "off")
+
+
 @dataclass(frozen=True)
 class Limits:
     wall_seconds: float = 60.0  # whole run, then the whole process tree is killed
     cpu_seconds: int = 60
-    memory_bytes: int = 6 * 2**30  # RLIMIT_AS (torch import needs a few GB of address space)
+    # RLIMIT_AS (torch import needs a few GB of address space), and the limit of the job's
+    # memory cgroup where there is one
+    memory_bytes: int = 6 * 2**30
     processes: int = 256  # RLIMIT_NPROC (threads count); student code runs as a non-root uid
     file_bytes: int = 64 * 2**20  # RLIMIT_FSIZE
     open_files: int = 256
@@ -447,6 +456,12 @@ def docker_command(
         "OMP_NUM_THREADS=1",
         "--volume",
         f"{harness}:/opt/scalegrade/harness.py:ro",
+        # beside it: the probe channel, for the checks written for the probe process,
+        # which run in the container's one process until P runs outside it
+        "--volume",
+        f"{harness.parent / 'wire.py'}:/opt/scalegrade/wire.py:ro",
+        "--volume",
+        f"{harness.parent / 'prober.py'}:/opt/scalegrade/prober.py:ro",
     ]
     if gpus:
         argv += ["--gpus", gpus]
@@ -461,6 +476,7 @@ def _probe_request(p: Probe) -> dict:
         "source": p.source,
         "seed": int(p.seed),
         "params_json": json.dumps(p.params, allow_nan=False),
+        "isolated": bool(p.isolated),
     }
 
 
@@ -488,11 +504,18 @@ class _Executor:
     """The warm zygote process and its control socket."""
 
     def __init__(
-        self, mode: str, hide: list[str], keep: list[str], base_dir: Path, stdlib: bool = False
+        self,
+        mode: str,
+        hide: list[str],
+        keep: list[str],
+        base_dir: Path,
+        stdlib: bool = False,
+        memory_meter: str = "auto",
     ):
         self.mode = mode
         self.lock = threading.Lock()
         self.preloaded: set[str] = set()
+        self.memory: dict = {}  # the executor's memory cgroups: {"cgroup", "version", "why"}
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = {
             "mode": mode,
@@ -504,6 +527,7 @@ class _Executor:
             "wire": str(WIRE),
             "preload": list(PRELOAD),
             "preload_stdlib": stdlib,
+            "memory_meter": memory_meter,
         }
         self.log_path = base_dir / f"executor-{mode}.log"
         with open(self.log_path, "ab") as errlog:
@@ -534,6 +558,15 @@ class _Executor:
             detail = reply.get("error") or self._log_tail() or "it exited"
             raise SandboxError(f"the {mode} executor did not start: {detail}")
         self.preloaded.update(reply.get("preloaded", []))
+        memory = reply.get("memory")
+        self.memory = memory if type(memory) is dict else {}
+        if memory_meter == "auto" and not self.memory.get("cgroup"):
+            log.warning(
+                "sandbox: %s; the probe process measures the memory of the notebook's "
+                "process by its VmHWM instead, which the notebook can reset and which misses "
+                "its children",
+                self.memory.get("why") or "no memory cgroup",
+            )
         if reply.get("failed"):
             log.warning("sandbox: could not preload %s", reply["failed"])
         if reply.get("readonly_failed"):
@@ -616,7 +649,9 @@ class Sandbox:
 
     ``hide``: paths the notebook must not see (keys, gradebook, submissions, the output
     folder, a secret file); the project's folders, the grader's home and temporary files
-    are always hidden.  ``run`` is thread-safe.
+    are always hidden.  ``memory_meter``: how the probe process measures the memory of the
+    student's process (MEMORY_METERS; :attr:`memory` says what it got).  ``run`` is
+    thread-safe.
     """
 
     def __init__(
@@ -627,9 +662,13 @@ class Sandbox:
         hide: Sequence[Path] = (),
         image: str | None = None,
         gpus: str | None = None,
+        memory_meter: str = "auto",
     ):
         if backend not in ("auto", "namespaces", "process", "docker"):
             raise ValueError(f"unknown sandbox backend {backend!r}")
+        if memory_meter not in MEMORY_METERS:
+            raise ValueError(f"unknown memory meter {memory_meter!r} (one of {MEMORY_METERS})")
+        self.memory_meter = memory_meter
         if backend == "docker" and not image:
             raise ValueError("the docker backend needs an image (--image)")
         self.limits = limits
@@ -671,7 +710,9 @@ class Sandbox:
         # Without a mount namespace, an interpreter under a folder others may not enter
         # (pyenv in /root) is unreadable to the student's uid: preload the stdlib then.
         closed = [p for p in keep if not _traversable(p)] if mode == "process" and root else []
-        self._state.executor = _Executor(mode, hide, keep, self._state.base_dir, bool(closed))
+        self._state.executor = _Executor(
+            mode, hide, keep, self._state.base_dir, bool(closed), self.memory_meter
+        )
         self.isolation = mode
         if mode == "process":
             why = reason or "backend 'process' was asked for"
@@ -701,6 +742,14 @@ class Sandbox:
                     "student's uid; the standard library is preloaded instead.",
                     closed,
                 )
+
+    @property
+    def memory(self) -> dict:
+        """How the probe process measures the memory of the student's process here:
+        ``{"cgroup": the folder of this executor's job cgroups, or None, "version": 1 or 2,
+        "why": why there is no cgroup}`` (empty for docker)."""
+        executor = self._state.executor
+        return dict(executor.memory) if executor is not None else {}
 
     def _executor(self) -> _Executor:
         with self._lock:
@@ -953,7 +1002,9 @@ class Sandbox:
         # the harvest is whole: an exit after it (while serving the probe process) costs
         # the probes their answers, which the probe process reports, not the harvest
         harvest = envelope["harvest"]
-        isolated = [p.id for p in plan.probes if p.isolated]
+        # docker: every probe ran in the container (none beside it): the harvest has them
+        beside = self.isolation != "docker"
+        isolated = [p.id for p in plan.probes if p.isolated and beside]
         if isolated and type(harvest) is dict and type(harvest.get("probes")) is dict:
             harvest = dict(
                 harvest, probes={**harvest["probes"], **_probe_results(probed, isolated)}

@@ -12,6 +12,12 @@ JSON object is one of these tags, so nothing a student returns can pose as one::
     {"$rng": handle, "state": {...}}            a NumPy Generator, kept in S by handle
     {"$callback": handle}                       a function of P's, called back from S
     {"$object": handle, "methods": [...], "attrs": {...}}   an object of P's
+    {"$module": handle, "params": [[name, array]], "children": [[name, module]], "attrs": {}}
+                                                a torch module of P's, lent to S: S holds a
+                                                copy of its parameters, its calls run in P
+    {"$modules": [module, ...], "kind": "list" | "sequential"}   a ModuleList, a Sequential
+    {"$held": handle}                           a value P asked S to keep, by S's handle
+    {"$builtin": "gloo_ring"}                   an object S makes itself (a rank's comm)
 
 Loaded by path, in both processes, before any student code runs; imports nothing of the
 project.  :func:`decode` checks every value against these forms and caps (depth, sizes,
@@ -26,6 +32,7 @@ import os
 import re
 import select
 import struct
+import sys
 import time
 
 HEADER = struct.Struct("<II")
@@ -199,10 +206,41 @@ class Encoder:
                 grad = bool(v.requires_grad)
                 return self._array(v.detach().cpu().numpy(), True, grad)
         if self.handle is not None:
+            held = getattr(t, "__wire_held__", None)
+            if held is not None:
+                return {"$held": held.__get__(v)}
+            builtin = getattr(t, "__wire_builtin__", None)
+            if _type(builtin) is _str:
+                return {"$builtin": builtin}
+            torch = sys.modules.get("torch")
+            if torch is not None and isinstance(v, torch.nn.Module):
+                return self._module(v, depth)
             if callable(v) and not isinstance(v, type):
                 return {"$callback": self.handle(v, "callback")}
             return self._object(v)
         raise WireError(f"an object of type {_name(v)} (plain data and arrays only)")
+
+    def _module(self, m, depth: int) -> dict:
+        import torch
+
+        if depth > MAX_DEPTH:
+            raise WireError(f"nested deeper than {MAX_DEPTH} levels")
+        if isinstance(m, torch.nn.ModuleList | torch.nn.Sequential):
+            kind = "sequential" if isinstance(m, torch.nn.Sequential) else "list"
+            return {"$modules": [self._module(c, depth + 1) for c in m], "kind": kind}
+        params = [[n, p] for n, p in m.named_parameters(recurse=False)]
+        children = [[n, self._module(c, depth + 1)] for n, c in m.named_children()]
+        attrs = {
+            k: x
+            for k, x in vars(m).items()
+            if not k.startswith("_") and _type(x) in (_bool, _int, _float, _str)
+        }
+        return {
+            "$module": self.handle(m, "module"),
+            "params": self.value(params, depth + 1),
+            "children": children,
+            "attrs": self.value(attrs, depth + 1),
+        }
 
     def _object(self, v) -> dict:
         methods, attrs = [], {}
@@ -272,7 +310,29 @@ def decode(node, payload: bytes, resolve=None, depth: int = 0):
         return {k: decode(x, payload, resolve, depth + 1) for k, x in items.items()}
     if "$array" in node:
         return _decode_array(node, payload)
-    for kind in ("rng", "callback", "object"):
+    if "$module" in node:
+        if set(node) != {"$module", "params", "children", "attrs"} or resolve is None:
+            raise WireError("a module where none may come")
+        parts = {k: decode(node[k], payload, resolve, depth + 1) for k in ("params", "attrs")}
+        children = node["children"]
+        if _type(children) is not _list or not all(
+            _type(c) is _list and _len(c) == 2 and _type(c[0]) is _str for c in children
+        ):
+            raise WireError("a malformed module")
+        parts["children"] = [[n, decode(c, payload, resolve, depth + 1)] for n, c in children]
+        return resolve("module", node["$module"], parts)
+    if "$modules" in node:
+        items = node["$modules"]
+        if (
+            set(node) != {"$modules", "kind"}
+            or node["kind"] not in ("list", "sequential")
+            or _type(items) is not _list
+            or resolve is None
+        ):
+            raise WireError("a malformed list of modules")
+        items = [decode(x, payload, resolve, depth + 1) for x in items]
+        return resolve("modules", node["kind"], items)
+    for kind in ("rng", "callback", "object", "held", "builtin"):
         if f"${kind}" in node:
             if resolve is None:
                 raise WireError(f"a {kind} handle where none may come")

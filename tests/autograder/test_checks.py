@@ -157,7 +157,8 @@ def test_ring_router_breaks_a_deadlock_instead_of_hanging():
             return np.asarray(x)  # never sends: rank 1 waits forever in a real ring
         return ring_reduce_scatter_only(x, rank, world, comm)
 
-    sim = load_checks(RING, "checks.py").module._simulate(rank0_quits, 11)
+    module = load_checks(RING, "checks.py").module
+    sim = module._simulate(student_for(module, rank0_quits), 11)
     assert not sim["timed_out"]
     assert any("deadlock" in (e or "") for e in sim["errors"])
 
@@ -170,7 +171,6 @@ def test_ring_gloo_that_cannot_start_weighs_nothing():
         "gloo": {
             "p": p,
             "n": n,
-            "init": "tcp",
             "ranks": [{"stage": "start", "error": "RuntimeError: no lo"} for _ in range(p)],
         }
     }

@@ -19,8 +19,11 @@ from pathlib import Path
 import pytest
 
 from autograder import sandbox as sandbox_module
-from autograder.sandbox import UID_BASE, Limits, Plan, Sandbox, docker_command
+from autograder.checks import fraction, grade_result, load_checks
+from autograder.sandbox import UID_BASE, Limits, Plan, Probe, Sandbox, docker_command
+from generator import bank
 from tests.autograder import cheats
+from tests.autograder.test_sandbox import notebook as notebook_of
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = ROOT / "docker" / "install.sh"
@@ -72,6 +75,8 @@ def test_docker_command_is_exactly_the_isolated_run():
         "--env", "MPLBACKEND=Agg",
         "--env", "OMP_NUM_THREADS=1",
         "--volume", f"{harness}:/opt/scalegrade/harness.py:ro",
+        "--volume", f"{harness.parent / 'wire.py'}:/opt/scalegrade/wire.py:ro",
+        "--volume", f"{harness.parent / 'prober.py'}:/opt/scalegrade/prober.py:ro",
         "--gpus", "all",
         "scalegrade/grader:cuda", "python3", "-I", "/opt/scalegrade/harness.py", "--stdin",
     ]
@@ -125,12 +130,23 @@ def test_the_docker_backend_speaks_the_containers_protocol(tmp_path, monkeypatch
     notebook = cheats.honest_notebook(tmp_path / "hw.ipynb")
     with Sandbox(backend="docker", image="scalegrade/grader:cpu", limits=LIMITS) as sandbox:
         outcome = sandbox.run(notebook, Plan(variables=("q1_a", "q1_b")))
+        # a check written for the probe process runs in the container's one process
+        calculator = bank.load().templates / "agents" / "calculator-tool-code"
+        code = bank.load().question("agents/calculator-tool-code").code["calculator"]
+        source = load_checks(calculator, "checks.py").source
+        probe = Probe("q2-calc", "calculator", source, 7, {}, isolated=True)
+        coded = sandbox.run(notebook_of(tmp_path / "calc.ipynb", code.solution), Plan((), (probe,)))
     assert outcome.error is None, outcome.log
     assert outcome.isolation == "docker"
     assert outcome.harvest["answers"] == {
         "q1_a": cheats.HONEST_ANSWERS["q1_a"],
         "q1_b": cheats.HONEST_ANSWERS["q1_b"],
     }
+    assert coded.error is None, coded.log
+    result = coded.harvest["probes"]["q2-calc"]
+    assert result["ok"], result
+    checks = load_checks(calculator, "checks.py")
+    assert fraction(grade_result(checks.grade, result["result"], 7, {})) == 1
 
 
 # --------------------------------------------------------------------------- the images

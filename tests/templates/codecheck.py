@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autograder.checks import LocalStudent, fraction, run_locally
+from autograder.checks import fraction, local_student, run_locally
 from generator.starter import CodeSources, split
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
@@ -68,4 +68,4 @@ def names(props: list[dict]) -> set[str]:
 def student_for(module, fn):
     """``fn`` as a checks module's probe() gets the student's function: behind the probe
     process's interface when the checks run there (``ISOLATED``)."""
-    return LocalStudent(fn) if getattr(module, "ISOLATED", False) else fn
+    return local_student(fn) if getattr(module, "ISOLATED", False) else fn

@@ -3,8 +3,9 @@
 and gradient accumulation (§1.5, Prop 1.10, Exercise 6).
 
 Each check grades the algorithm: the reference scores full marks, the starter 0, and each
-realistic mistake loses exactly the properties it breaks.  Real runs, no mocks: attention
-under a torch function mode and tracemalloc, checkpointing through autograd, the
+realistic mistake loses exactly the properties it breaks.  Real runs, no mocks: attention's
+memory measured by this process's VmHWM (the functions run here; through the sandbox, by
+the job's memory cgroup: test_tensor_code_sandbox.py), checkpointing through autograd, the
 tensor-parallel ranks on threads with a real summing all-reduce.
 """
 
@@ -187,7 +188,24 @@ def attention_notes_numpy(q, k, v, block):
 
 
 def attention_fused(q, k, v, block):
+    """3-D inputs: torch's math kernel, which forms the whole score matrix."""
     return F.scaled_dot_product_attention(q[None], k[None], v[None])[0]
+
+
+def attention_flash(q, k, v, block):
+    """4-D inputs and v padded to the width of q: torch's flash kernel on the CPU, which
+    goes by blocks of its own (little memory) and ignores ``block``."""
+    vp = F.pad(v, (0, q.shape[1] - v.shape[1]))
+    return F.scaled_dot_product_attention(q[None, None], k[None, None], vp[None, None])[
+        0, 0, :, : v.shape[1]
+    ]
+
+
+def attention_naive_when_small(q, k, v, block):
+    """Right at the small sizes (the whole matrix), something cheap at the large one."""
+    if k.shape[0] <= 100:
+        return attention_torch_naive(q, k, v, block)
+    return torch.cat([q[:, : v.shape[1] - 1], torch.ones(q.shape[0], 1, dtype=q.dtype)], 1)
 
 
 def test_attention_properties_and_the_notes_numpy_code():
@@ -195,6 +213,31 @@ def test_attention_properties_and_the_notes_numpy_code():
     props = grade(ATTENTION, attention_notes_numpy, 1)
     assert names(props) == set(ATTENTION_PROPS.values())
     assert fraction(props) == 1, messages(props)
+
+
+def test_attention_memory_is_measured_against_the_drawn_score_matrix():
+    """The memory call's sizes are drawn from the seed, within the bounds the question
+    states; its float64 score matrix (34-52 MB) is large against what blocks take."""
+    module = load_checks(ATTENTION, "checks.py").module
+    sizes = set()
+    for seed in range(40):
+        mem = module.cases(seed)["memory"]
+        m, n, block = mem["q"].shape[0], mem["k"].shape[0], mem["block"]
+        assert 2048 <= m <= 2560 and 2048 <= n <= 2560 and n % block == 0
+        assert 8 * m * block * 3 < 8 * m * n / 20  # three m × block temporaries, vs the matrix
+        sizes.add((m, n, block))
+    assert len(sizes) == 40  # a notebook cannot know them before the call
+
+
+def test_attention_without_a_memory_meter_cannot_tell():
+    """Where the sandbox has no meter (sandbox.MEMORY_METERS "off"), the property says so."""
+    module = load_checks(ATTENTION, "checks.py").module
+    fn = function(ATTENTION, "solution.py", "online_softmax_attention")
+    result = json.loads(json.dumps(module.probe(student_for(module, fn), 1, {})))
+    result["memory"] |= {"peak_bytes": None, "meter": "no memory meter: asked for none"}
+    props = grade_result(module.grade, result, 1, {})
+    assert lost(props) == {ATTENTION_PROPS["memory"]}
+    assert "could not measure the memory" in messages(props) and "asked for none" in messages(props)
 
 
 def test_attention_reference_reproduces_the_notes_example():
@@ -211,8 +254,10 @@ def test_attention_reference_reproduces_the_notes_example():
     ("fn", "broken", "hint"),
     [
         (attention_torch_naive, {"memory"}, "one block of keys at a time"),
-        (attention_numpy_naive, {"memory"}, "NumPy arrays"),
-        (attention_fused, {"memory"}, "fused attention kernel"),
+        (attention_numpy_naive, {"memory"}, "one block of keys at a time"),
+        (attention_fused, {"memory"}, "at least half the"),
+        (attention_flash, {"memory"}, "fused attention kernel"),
+        (attention_naive_when_small, {"memory"}, "though right on the small inputs"),
         (lambda q, k, v, b: online(q, k, v, b, running_max=False), {"stable"}, "overflows"),
         (lambda q, k, v, b: online(q, k, v, b, m_start=0.0), {"stable"}, "start m at −∞"),
         (lambda q, k, v, b: online(q, k, v, b, rescale=False), {"value", "blocks"}, "exp(m_old"),

@@ -1,10 +1,12 @@
 """Checks of the LoRA layer code part (000 §5.2; 001 ch. 0, LoRA in five lines).
 
-``probe`` runs in the sandbox: it wraps float32 ``nn.Linear`` layers drawn from the seed
-with the student's ``LoRALinear``, records the output at the start, the base's weight
-after one optimizer step, the number of trainable parameters, the outputs with factors A
-and B set by the probe (at α = r and at another α), and the loss reached by training A
-and B alone, with Adam, on a rank-r change of the weight (and with a rank r − 1 adapter).
+``probe`` runs in the probe process, beside the student's: it lends float32 ``nn.Linear``
+layers drawn from the seed to the student's ``LoRALinear`` (their calls run here), keeps
+the student's layers in the student's process, and records the output at the start, the
+base's weight after one optimizer step, the number of trainable parameters, the outputs
+with factors A and B set by the probe (at α = r and at another α), and the loss reached
+by training A and B alone, with Adam run here, on a rank-r change of the weight (and with
+a rank r − 1 adapter).
 ``grade`` runs in the trusted process: it redraws the layers and inputs from the seed and
 compares with W₀x + b + (α/r)BAx computed in float64.
 
@@ -19,6 +21,7 @@ import math
 
 import numpy as np
 
+ISOLATED = True  # probe() runs in the probe process; LoRALinear, in the student's
 RTOL, ATOL = 1e-5, 1e-5  # float32 outputs of order 1
 FIT_STEPS, UNDER_STEPS, FIT_LR = 150, 60, 0.03
 FIT_MAX = 1e-2  # relative loss a rank-r adapter must reach on a rank-r change
@@ -81,6 +84,7 @@ def _error(err: BaseException) -> str:
 
 
 def _linear(layer: dict):
+    """An nn.Linear of this process, lent to the student's code: its calls run here."""
     import torch
     from torch import nn
 
@@ -93,17 +97,20 @@ def _linear(layer: dict):
 
 
 def _output(module, x: np.ndarray) -> list | str:
-    """The module's output on x as a flat list, or why there is none."""
+    """The kept module's output on x as a flat list, or why there is none."""
     import torch
 
     try:
-        y = module(torch.from_numpy(x))
-        y = torch.as_tensor(y).detach().to(torch.float64)
+        out = module.run(torch.from_numpy(x))
+        out.release()
     except BaseException as err:  # noqa: BLE001 - anything the student raises
         return _error(err)
+    y = out.value
+    if not isinstance(y, torch.Tensor):
+        return f"the layer returns {out.type}, not a tensor"
     if y.dim() != 2 or y.shape[0] != x.shape[0]:
         return f"the output has shape {tuple(y.shape)}, not (batch, d_out)"
-    return _plain(y.reshape(-1).tolist())
+    return _plain(y.to(torch.float64).reshape(-1).tolist())
 
 
 def _set_factors(module, factors: dict) -> str | None:
@@ -111,21 +118,27 @@ def _set_factors(module, factors: dict) -> str | None:
     import torch
 
     try:
-        with torch.no_grad():
-            for name in ("A", "B"):
-                p = getattr(module, name)
-                value = torch.from_numpy(factors[name]).to(p.dtype)
-                if tuple(p.shape) != tuple(value.shape):
-                    return f"{name} has shape {tuple(p.shape)}, not {tuple(value.shape)}"
-                p.copy_(value)
+        for name in ("A", "B"):
+            p = module.read(name)
+            value = torch.from_numpy(factors[name])
+            if not isinstance(p, torch.Tensor):
+                return f"{name} is not a tensor"
+            if tuple(p.shape) != tuple(value.shape):
+                return f"{name} has shape {tuple(p.shape)}, not {tuple(value.shape)}"
+            module.assign({name: value.to(p.dtype)})
     except BaseException as err:  # noqa: BLE001
         return _error(err)
     return None
 
 
+def _layer_of(student, base, r: int, alpha: float):
+    """``LoRALinear(base, r, alpha)``, kept in the student's process."""
+    return student.run(student.hold(base), r, alpha)
+
+
 def _forward(student, c: dict, alpha: float) -> dict:
     try:
-        module = student(_linear(c["base"]), c["r"], alpha)
+        module = _layer_of(student, _linear(c["base"]), c["r"], alpha)
     except BaseException as err:  # noqa: BLE001
         return {"error": _error(err)}
     why = _set_factors(module, c["factors"])
@@ -136,13 +149,15 @@ def _forward(student, c: dict, alpha: float) -> dict:
 
 
 def _start(student, c: dict) -> dict:
-    """Output at construction, then one SGD step on every trainable parameter."""
+    """Output at construction, then one SGD step on every trainable parameter.  What
+    happens to the pretrained layer is seen here: the gradients the student's process asks
+    of it, and the weights it sends with each call."""
     import torch
 
-    base = _linear(c["base"])
-    w0, b0 = base.weight.detach().clone(), base.bias.detach().clone()
+    linear = _linear(c["base"])
+    w0, b0 = linear.weight.detach().clone(), linear.bias.detach().clone()
     try:
-        module = student(base, c["r"], c["alpha"])
+        module = student.run(student.hold(linear), c["r"], c["alpha"])
     except BaseException as err:  # noqa: BLE001
         return {"error": _error(err)}
     rec: dict = {"error": None}
@@ -151,74 +166,91 @@ def _start(student, c: dict) -> dict:
         return {"error": y}
     rec["y"] = y
     try:
-        rec["trainable"] = int(sum(p.numel() for p in module.parameters() if p.requires_grad))
-    except BaseException as err:  # noqa: BLE001
-        rec["trainable_error"] = _error(err)
-    try:
-        out = module(torch.from_numpy(c["x"]))
-        out.square().sum().backward()
-        grads = [g for g in (base.weight.grad, base.bias.grad) if g is not None]
+        out = module.run(torch.from_numpy(c["x"]))
+        if not isinstance(out.value, torch.Tensor):
+            raise TypeError(f"the layer returns {out.type}")
+        out.backward(2 * out.value)  # the gradient of out.square().sum()
+        params = module.parameters()
+        step = {  # one SGD step on every parameter with a gradient
+            name: value - 0.1 * g for name, value, _, g in params if isinstance(g, torch.Tensor)
+        }
+        module.assign(step)
+        _output(module, c["x"])  # one more call: the base's weights as they are now
+        calls = [e for e in student.events if e.module is linear]
+        if not any(e.kind == "forward" for e in calls):
+            raise RuntimeError("the layer never calls its base: use self.base(x)")
+        grads = list(student.grads(linear).values())
         rec["base_grad"] = float(max((g.abs().max().item() for g in grads), default=0.0))
-        with torch.no_grad():  # one SGD step on every parameter that got a gradient
-            for p in module.parameters():
-                if p.grad is not None:
-                    p -= 0.1 * p.grad
-        moved = max((base.weight - w0).abs().max().item(), (base.bias - b0).abs().max().item())
+        now = [e.params for e in calls if e.kind == "forward"][-1]
+        moved = max((now["weight"] - w0).abs().max().item(), (now["bias"] - b0).abs().max().item())
         rec["base_moved"] = float(moved) if math.isfinite(moved) else str(moved)
+        # at least the factors and what this process saw the base trained with
+        trained = {n for e in calls if e.kind == "vjp" for n in e.params}
+        seen = sum(p.numel() for n, p in linear.named_parameters() if n in trained)
+        reported = sum(p.numel() for _, p, grad, _ in params if grad)
+        factors = [module.read(name) for name in ("A", "B")]
+        own = sum(f.numel() for f in factors if isinstance(f, torch.Tensor) and f.requires_grad)
+        rec["trainable"] = int(max(reported, own + seen))
     except BaseException as err:  # noqa: BLE001
-        rec["step_error"] = _error(err)
+        rec["step_error"] = rec["trainable_error"] = _error(err)
     return rec
 
 
 def _train(student, c: dict, rank: int, steps: int) -> dict:
     """Adam on A and B only, from the student's own initialisation; the final relative loss.
 
-    Adam is written out (β = 0.9, 0.999): torch.optim's first use costs seconds of imports.
+    Adam runs here (β = 0.9, 0.999): the student's process computes the layer's output and
+    the gradients of A and B; this process the loss, the steps and the new A and B.
     """
     import torch
 
-    torch.manual_seed(c["torch_seed"] + rank)
+    student.seed(c["torch_seed"] + rank)  # the student's random A: the same every time
     try:
-        module = student(_linear(c["fit_base"]), rank, float(rank))  # α = r: scaling 1
-        factors = [module.A, module.B]
+        module = _layer_of(student, _linear(c["fit_base"]), rank, float(rank))  # α = r: 1
+        factors = {name: module.read(name).detach() for name in ("A", "B")}
         x, y = torch.from_numpy(c["fit_x"]), torch.from_numpy(c["fit_y"])
-        moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p in factors]
+        moments = {n: (torch.zeros_like(p), torch.zeros_like(p)) for n, p in factors.items()}
         for t in range(1, steps + 1):
-            for p in factors:
-                p.grad = None
-            loss = ((module(x) - y) ** 2).mean()
-            loss.backward()
-            with torch.no_grad():
-                for p, (m, v) in zip(factors, moments, strict=True):
-                    g = p.grad if p.grad is not None else torch.zeros_like(p)
-                    m.mul_(0.9).add_(g, alpha=0.1)
-                    v.mul_(0.999).addcmul_(g, g, value=0.001)
-                    step = FIT_LR * (m / (1 - 0.9**t)) / ((v / (1 - 0.999**t)).sqrt() + 1e-8)
-                    p -= step
-        with torch.no_grad():
-            final = ((module(x) - y) ** 2).mean().item() / c["fit_scale"]
+            out = module.run(x)
+            pred = out.value
+            if not isinstance(pred, torch.Tensor) or pred.shape != y.shape:
+                raise TypeError(f"the layer returns {out.type} of the wrong shape")
+            out.backward(2 * (pred - y) / y.numel())  # the gradient of the mean squared error
+            grads = {n: g for n, _, _, g in module.parameters(clear=True)}
+            for name, p in factors.items():
+                g = grads.get(name)
+                g = g if isinstance(g, torch.Tensor) else torch.zeros_like(p)
+                m, v = moments[name]
+                m.mul_(0.9).add_(g, alpha=0.1)
+                v.mul_(0.999).addcmul_(g, g, value=0.001)
+                p -= FIT_LR * (m / (1 - 0.9**t)) / ((v / (1 - 0.999**t)).sqrt() + 1e-8)
+            module.assign(factors)
+        final = _mse(module, x, y) / c["fit_scale"]
     except BaseException as err:  # noqa: BLE001
         return {"error": _error(err)}
     return {"error": None, "loss": float(final) if math.isfinite(final) else str(final)}
 
 
-def probe(student, seed: int, params: dict) -> dict:
-    """Wrap the seed's layers with ``LoRALinear``; return outputs and losses (plain data)."""
+def _mse(module, x, y) -> float:
     import torch
 
+    out = module.run(x)
+    out.release()
+    if not isinstance(out.value, torch.Tensor):
+        raise TypeError(f"the layer returns {out.type}")
+    return ((out.value.to(torch.float64) - y) ** 2).mean().item()
+
+
+def probe(student, seed: int, params: dict) -> dict:
+    """Wrap the seed's layers with ``LoRALinear``; return outputs and losses (plain data)."""
     c = cases(seed)
-    torch.manual_seed(c["torch_seed"])  # the student's random A: the same grade every time
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: threads only add synchronisation
-    try:
-        return {
-            "start": _start(student, c),
-            "forward": [_forward(student, c, float(c["r"])), _forward(student, c, c["alpha"])],
-            "fit": _train(student, c, c["r"], FIT_STEPS),
-            "under": _train(student, c, c["r"] - 1, UNDER_STEPS),
-        }
-    finally:
-        torch.set_num_threads(threads)
+    student.seed(c["torch_seed"])  # the student's random A: the same grade every time
+    return {
+        "start": _start(student, c),
+        "forward": [_forward(student, c, float(c["r"])), _forward(student, c, c["alpha"])],
+        "fit": _train(student, c, c["r"], FIT_STEPS),
+        "under": _train(student, c, c["r"] - 1, UNDER_STEPS),
+    }
 
 
 # --- grade (trusted) ---------------------------------------------------------------------

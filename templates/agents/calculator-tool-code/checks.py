@@ -153,11 +153,14 @@ def _record(answer) -> dict:
 
 
 # Code an eval-based calculator would run: pure syntax, no name to patch or to take away
-# (eval(text, {"__builtins__": {}}) runs it all the same), about half a second of work when
-# Python evaluates it (0.75 s and 0.6 s on the reference machine).  The probe process times
-# each call on its own clock: a parser refuses at once, whatever the student's process does
-# to its modules.  The forms are drawn from the seed, so no fixed string can be singled out.
+# (eval(text, {"__builtins__": {}}) runs it all the same): about half a second of work
+# (0.75 s and 0.6 s on the reference machine), and a 240 MB list, allocated at once, which
+# an eval cut short by a timer (in a thread, in a child) still takes.  The probe process
+# times each call on its own clock and reads the memory from outside (the job's cgroup): a
+# parser refuses at once and takes nothing, whatever the student's process does to its
+# modules.  The forms are drawn from the seed, so no fixed string can be singled out.
 RAN_SECONDS = 0.15  # a parser answers in about a millisecond
+RAN_BYTES = 16 << 20  # and takes no memory; the list takes 240 MB at once, even cut short
 CODE_PROPERTY = "never runs its input as code"
 
 
@@ -169,17 +172,21 @@ def code_payloads(seed: int) -> list[str]:
     return [
         f"[{a} for {a} in [0]*{n} for {b} in [0]*{n} if {b}]",  # 10⁸ steps of a loop
         f"{base}**(12*8**6)*0+{int(rng.integers(2, 99))}",  # an 8-million-bit power, times 0
+        f"([0]*{int(rng.integers(30, 40))}000000)[0]+{int(rng.integers(2, 99))}",  # 240 MB
     ]
 
 
 def _timed(student, text: str) -> dict:
-    start = time.monotonic()
+    """One payload's answer, with the time it took and the memory it made the student's
+    process take, both measured from this process."""
+    start, peak = time.monotonic(), None
     try:
-        answer = student(text)
+        answer, peak = student.measured(text)
     except Exception as err:  # noqa: BLE001 - what the student's function raised
-        answer = err
+        answer, peak = err, getattr(err, "peak_bytes", None)
     rec = _record(answer)
     rec["seconds"] = time.monotonic() - start
+    rec["peak"] = peak
     return rec
 
 
@@ -381,16 +388,21 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
         for text, rec in zip(payloads, recs, strict=True)
         if not (isinstance(rec, dict) and type(rec.get("seconds")) is float)
         or rec["seconds"] >= RAN_SECONDS
+        or (type(rec.get("peak")) is int and rec["peak"] >= RAN_BYTES)
     ]
     if not ran:
         msg = (
-            "Code written in the input never ran: a loop and a huge power written as Python "
-            "came back at once."
+            "Code written in the input never ran: a loop, a huge power and a huge list written "
+            "as Python came back at once, taking no memory."
         )
     else:
         text, rec = ran[0]
         took = rec.get("seconds") if isinstance(rec, dict) else None
-        took = f"took {took:.2f} s" if type(took) is float else "did not come back"
+        peak = rec.get("peak") if isinstance(rec, dict) else None
+        if type(peak) is int and peak >= RAN_BYTES:
+            took = f"made your process take {peak / 2**20:.0f} MB"
+        else:
+            took = f"took {took:.2f} s" if type(took) is float else "did not come back"
         msg = (
             f"The calculator ran code written in its input: {text!r} {took}, the time Python "
             "takes to run it, where a parser refuses it at once. A tool's input is data, not code "

@@ -1,11 +1,14 @@
 """Checks of the activation-checkpointing code part (000 §2.5, Proposition 2.8).
 
-``probe`` runs in the sandbox: it builds n float64 layers Linear(w, w) + tanh from the
-seed, each wrapped in a module that logs its calls, runs the student's
-``checkpointed_forward(layers, x, k)`` and then a backward pass of a fixed linear loss,
-and returns the output, the gradients and the log of the layer calls, split into the
-forward phase and the backward phase.  ``grade`` runs in the trusted process: it redraws
-the layers and recomputes the plain forward and backward in NumPy.
+``probe`` runs in the probe process, beside the student's: it builds n float64 layers
+Linear(w, w) + tanh from the seed and lends them to the student's
+``checkpointed_forward(layers, x, k)``: every layer call, and every backward through one,
+runs here and is logged here.  Then it asks the student's process for a backward pass of
+a fixed linear loss, and returns the output, the gradients it computed, and the log of
+the layer calls, split into the forward phase and the backward phase, with the call each
+backward differentiated (a recomputed one, or a stored one).  ``grade`` runs in the
+trusted process: it redraws the layers and recomputes the plain forward and backward in
+NumPy.
 
 Two cases: the input requires a gradient and k does not divide n (the call counts and
 the recomputed segments are read from this one), then an input without gradient, as in
@@ -18,6 +21,7 @@ import math
 
 import numpy as np
 
+ISOLATED = True  # probe() runs in the probe process; checkpointed_forward, in the student's
 RTOL, ATOL = 1e-9, 1e-12  # recomputation repeats the same float64 operations
 MAX_LOG = 1000  # layer calls logged per case
 
@@ -58,58 +62,75 @@ def _plain(values) -> list:
     return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
 
 
+def _layers(case: dict):
+    """The case's n layers, Linear(w, w) then tanh: torch modules of this process, which
+    the student's code gets lent (their calls, and the backward through them, run here)."""
+    import torch
+
+    class Layer(torch.nn.Module):
+        def __init__(self, weight: np.ndarray, bias: np.ndarray):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.from_numpy(weight.copy()))
+            self.bias = torch.nn.Parameter(torch.from_numpy(bias.copy()))
+
+        def forward(self, h):
+            return torch.tanh(h @ self.weight.T + self.bias)
+
+    pairs = zip(case["weights"], case["biases"], strict=True)
+    return torch.nn.ModuleList([Layer(w, b) for w, b in pairs])
+
+
+PHASES = {"keep": "forward", "backward": "backward"}  # the request S was answering
+
+
+def _served(student, layers) -> dict:
+    """The layer calls this process served, in order: [phase, layer, call]; and the
+    backward passes through them: [layer, the call each one differentiates]."""
+    index = {id(m): i for i, m in enumerate(layers)}
+    calls, vjps = [], []
+    for e in student.events:
+        i = index.get(id(e.module))
+        if i is None:
+            continue
+        if e.kind == "forward":
+            calls.append([PHASES.get(e.phase, str(e.phase)), i, e.token])
+        else:
+            vjps.append([i, e.token])
+    return {"log": calls[:MAX_LOG], "vjps": vjps[:MAX_LOG]}
+
+
 def _run(student, case: dict) -> dict:
     import torch
 
-    log: list[list] = []  # [phase, layer index] of every layer call
-    phase = ["forward"]
-
-    class Layer(torch.nn.Module):
-        """Linear(w, w) then tanh, logging each call."""
-
-        def __init__(self, index: int, weight: np.ndarray, bias: np.ndarray):
-            super().__init__()
-            self.index = index
-            self.linear = torch.nn.Linear(weight.shape[1], weight.shape[0], dtype=torch.float64)
-            with torch.no_grad():
-                self.linear.weight.copy_(torch.from_numpy(weight))
-                self.linear.bias.copy_(torch.from_numpy(bias))
-
-        def forward(self, h):
-            if len(log) < MAX_LOG:
-                log.append([phase[0], self.index])
-            return torch.tanh(self.linear(h))
-
-    layers = torch.nn.ModuleList(
-        [
-            Layer(i, w, b)
-            for i, (w, b) in enumerate(zip(case["weights"], case["biases"], strict=True))
-        ]
-    )
-    x = torch.tensor(case["x"], dtype=torch.float64, requires_grad=case["x_grad"])
-    rec: dict = {"error": None, "backward_error": None, "log": log}
+    layers = _layers(case)
+    x = student.hold(torch.tensor(case["x"], dtype=torch.float64, requires_grad=case["x_grad"]))
+    rec: dict = {"error": None, "backward_error": None}
     try:
-        out = student(layers, x, case["k"])
+        out = student.run(layers, x, case["k"])
     except BaseException as err:  # noqa: BLE001 - anything the student raises
-        return {"error": f"{type(err).__name__}: {err}"[:300], "log": log}
-    if not isinstance(out, torch.Tensor):
-        return {"error": f"returned {type(out).__name__}, not a tensor", "log": log}
-    rec["shape"] = list(out.shape)
-    rec["value"] = _plain(out.detach().to(torch.float64).reshape(-1)[:200].tolist())
-    try:
-        phase[0] = "backward"
-        loss = (out * torch.tensor(case["loss_weights"], dtype=torch.float64)).sum()
-        loss.backward()
+        return {"error": f"{type(err).__name__}: {err}"[:300], **_served(student, layers)}
+    if not isinstance(out.value, torch.Tensor):
+        return {"error": f"returned {out.type}, not a tensor", **_served(student, layers)}
+    rec["shape"] = list(out.value.shape)
+    rec["value"] = _plain(out.value.to(torch.float64).reshape(-1)[:200].tolist())
+    try:  # loss = sum(out * loss_weights): its gradient with respect to out
+        out.backward(torch.tensor(case["loss_weights"], dtype=torch.float64))
     except BaseException as err:  # noqa: BLE001
         rec["backward_error"] = f"{type(err).__name__}: {err}"[:300]
     grads = []
-    for layer in layers:
-        for p in (layer.linear.weight, layer.linear.bias):
-            grads.append(None if p.grad is None else _plain(p.grad.reshape(-1).tolist()))
+    for layer in layers:  # summed here, from the backward passes this process computed
+        got = student.grads(layer)
+        for name in ("weight", "bias"):
+            g = got.get(name)
+            grads.append(None if g is None else _plain(g.reshape(-1).tolist()))
     rec["grads"] = grads
     if case["x_grad"]:
-        rec["x_grad"] = None if x.grad is None else _plain(x.grad.reshape(-1).tolist())
-    return rec
+        try:
+            g = x.read("grad")
+        except BaseException as err:  # noqa: BLE001
+            g, rec["backward_error"] = None, f"{type(err).__name__}: {err}"[:300]
+        rec["x_grad"] = _plain(g.reshape(-1).tolist()) if isinstance(g, torch.Tensor) else None
+    return rec | _served(student, layers)
 
 
 def probe(student, seed: int, params: dict) -> dict:
@@ -134,18 +155,30 @@ def plain_forward_backward(case: dict) -> dict:
     return {"out": hs[-1].reshape(-1), "grads": grads, "x_grad": g.reshape(-1)}
 
 
-def _log(rec) -> list[tuple[str, int]] | None:
+def _log(rec) -> list[tuple[str, int, int]] | None:
     log = rec.get("log") if isinstance(rec, dict) else None
     if not isinstance(log, list):
         return None
     out = []
     for e in log:
-        if not (isinstance(e, list) and len(e) == 2 and e[0] in ("forward", "backward")):
+        if not (isinstance(e, list) and len(e) == 3 and e[0] in ("forward", "backward")):
             return None
-        if type(e[1]) is not int:
+        if type(e[1]) is not int or type(e[2]) is not int:
             return None
-        out.append((e[0], e[1]))
+        out.append((e[0], e[1], e[2]))
     return out
+
+
+def _vjps(rec) -> list[tuple[int, int]]:
+    """(layer, call) of each backward through a layer: the call it differentiated."""
+    vjps = rec.get("vjps") if isinstance(rec, dict) else None
+    if not isinstance(vjps, list):
+        return []
+    return [
+        (e[0], e[1])
+        for e in vjps
+        if isinstance(e, list) and len(e) == 2 and type(e[0]) is int and type(e[1]) is int
+    ]
 
 
 def _runs(indices: list[int]) -> list[list[int]]:
@@ -246,10 +279,25 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
         props.append(prop("recomputes segments of k layers", 2.0, 0, cannot))
         return props
 
-    calls = [sum(1 for _, i in log if i == j) for j in range(c["n"])]
+    calls = [sum(1 for _, i, _ in log if i == j) for j in range(c["n"])]
     last = set(segs[-1])
     wrong = [j for j in range(c["n"]) if calls[j] != 2 and not (j in last and calls[j] == 1)]
-    if not wrong:
+    # the backward of each layer before the last segment differentiates a recomputed call:
+    # calling the layers again during the backward pass, and not using them, is no checkpoint
+    phase_of = {token: phase for phase, _, token in log}
+    used = {token for _, token in _vjps(rec)}
+    stored = sorted(
+        {i for i, token in _vjps(rec) if phase_of.get(token) != "backward" and i not in last}
+    )
+    if not wrong and stored:
+        msg = (
+            f"With {label(c)}, the layers run again during the backward pass, but the "
+            f"gradients of layers {stored[:6]} come from their first calls: the stored "
+            "activations are used, nothing is recomputed from the checkpoints. Let "
+            "torch.utils.checkpoint recompute each segment (Proposition 2.8)."
+        )
+        wrong = stored
+    elif not wrong:
         msg = (
             f"Each of the {c['n']} layers runs once forward and is recomputed once in the "
             "backward pass."
@@ -269,7 +317,7 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
         )
     props.append(prop("every layer runs twice: one extra forward", 2.0, not wrong, msg))
 
-    runs = _runs([i for p, i in log if p == "backward"])
+    runs = _runs([i for p, i, token in log if p == "backward" and token in used])
     expected = segs[::-1]
     ok = runs in (expected, expected[1:])
     if ok:

@@ -1,10 +1,11 @@
 """Checks of the gradient-accumulation code part (000 §1.5, Proposition 1.10, Exercise 6).
 
-``probe`` runs in the sandbox: it builds a float64 MLP Linear(5, 8) + tanh + Linear(8, 3)
-from the seed, wrapped in a module that logs every forward call (with its batch size) and
-every backward pass through its output, calls the student's
-``accumulate_gradients(model, loss_fn, x, y, k)`` for three values of k on the same batch,
-and returns the gradients left in .grad and the log.  ``grade`` runs in the trusted
+``probe`` runs in the probe process, beside the student's: it builds a float64 MLP
+Linear(5, 8) + tanh + Linear(8, 3) and the per-example loss from the seed and lends them
+to the student's ``accumulate_gradients(model, loss_fn, x, y, k)``, for three values of k
+on the same batch: every forward call of the model (with its batch size) and every
+backward pass through it run, and are logged, here.  It returns the gradients left in the
+student's .grad and that log.  ``grade`` runs in the trusted
 process: it redraws the model and the batch and computes the full-batch gradient of the
 mean squared error in NumPy.
 
@@ -20,6 +21,7 @@ import math
 
 import numpy as np
 
+ISOLATED = True  # probe() runs in the probe process; accumulate_gradients, in the student's
 BATCH = 24
 STEPS = (2, 3, 8)  # B/k = 12, 8, 3: never equal to k, so every wrong factor is told apart
 D_IN, D_HIDDEN, D_OUT = 5, 8, 3
@@ -45,53 +47,58 @@ def _plain(values) -> list:
     return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
 
 
+def _modules(d: dict):
+    """The MLP Linear(5, 8) + tanh + Linear(8, 3) and the per-example loss: torch modules of
+    this process, lent to the student's code (their calls and backward passes run here)."""
+    import torch
+
+    class MLP(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            for name in ("w1", "b1", "w2", "b2"):
+                setattr(self, name, torch.nn.Parameter(torch.from_numpy(d[name].copy())))
+
+        def forward(self, inputs):
+            return torch.tanh(inputs @ self.w1.T + self.b1) @ self.w2.T + self.b2
+
+    class SquaredError(torch.nn.Module):
+        """The loss of each example: the squared error summed over the outputs."""
+
+        def forward(self, pred, target):
+            return ((pred - target) ** 2).sum(dim=1)
+
+    return MLP(), SquaredError()
+
+
 def _run(student, d: dict, k: int) -> dict:
     import torch
 
-    log: list[list] = []  # ["forward", batch size] or ["backward", batch size]
-
-    def note(phase: str, size: int) -> None:
-        if len(log) < MAX_LOG:
-            log.append([phase, size])
-
-    class Watched(torch.nn.Module):
-        """The MLP, logging each forward call and each backward pass through its output."""
-
-        def __init__(self):
-            super().__init__()
-            self.net = torch.nn.Sequential(
-                torch.nn.Linear(D_IN, D_HIDDEN, dtype=torch.float64),
-                torch.nn.Tanh(),
-                torch.nn.Linear(D_HIDDEN, D_OUT, dtype=torch.float64),
-            )
-            with torch.no_grad():
-                for p, name in zip(self.parameters(), ("w1", "b1", "w2", "b2"), strict=True):
-                    p.copy_(torch.from_numpy(d[name]))
-
-        def forward(self, inputs):
-            out = self.net(inputs)
-            size = int(out.shape[0]) if out.dim() else 0
-            note("forward", size)
-            if out.requires_grad:
-                out.register_hook(lambda grad: note("backward", size))
-            return out
-
-    def squared_error(pred, target):
-        """The loss of each example: the squared error summed over the outputs."""
-        return ((pred - target) ** 2).sum(dim=1)
-
-    model = Watched()
+    mlp, loss_fn = _modules(d)
+    model = student.hold(mlp)  # the student's process keeps its copy: P reads its .grad
     x = torch.tensor(d["x"], dtype=torch.float64)
     y = torch.tensor(d["y"], dtype=torch.float64)
-    rec: dict = {"k": k, "error": None, "log": log}
+    rec: dict = {"k": k, "error": None}
     try:
-        student(model, squared_error, x, y, k)
+        student(model, loss_fn, x, y, k)
     except BaseException as err:  # noqa: BLE001 - anything the student raises
         rec["error"] = f"{type(err).__name__}: {err}"[:300]
-    rec["grads"] = [
-        None if p.grad is None else _plain(p.grad.detach().reshape(-1).tolist())
-        for p in model.parameters()
+    try:
+        params = model.parameters()
+        rec["grads"] = [
+            g.detach().reshape(-1).tolist() if isinstance(g, torch.Tensor) else None
+            for _, _, _, g in params
+        ]
+        rec["grads"] = [None if g is None else _plain(g) for g in rec["grads"]]
+    except BaseException as err:  # noqa: BLE001
+        rec["error"] = rec["error"] or f"{type(err).__name__}: {err}"[:300]
+        rec["grads"] = None
+    # the model's calls and backward passes, as this process served them
+    log = [
+        ["forward" if e.kind == "forward" else "backward", int(e.shapes[0][0]) if e.shapes else 0]
+        for e in student.events
+        if e.module is mlp
     ]
+    rec["log"] = log[:MAX_LOG]
     return rec
 
 

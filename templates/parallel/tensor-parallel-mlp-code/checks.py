@@ -1,8 +1,9 @@
 """Checks of the tensor-parallel MLP code part (000 §3.3, Shoeybi et al. 2019).
 
-``probe`` runs in the sandbox: for t = 2, 4 and 8 it runs the student's
-``tp_mlp_forward(x, w1, w2, rank, t, all_reduce)`` on t threads, with an all_reduce that
-sums what the ranks pass in the same call and logs every message.  Each t runs twice: with
+``probe`` runs in the probe process, beside the student's: for t = 2, 4 and 8 it runs the
+student's ``tp_mlp_forward(x, w1, w2, rank, t, all_reduce)`` on t ranks, each a process
+forked from the student's that gets its own matrices only, with an all_reduce held here
+that sums what the ranks pass in the same call and logs every message.  Each t runs twice: with
 the real matrices, then with every rank's copy of W₁ and W₂ filled with NaN outside its own
 columns and rows.  ``grade`` runs in the trusted process: it redraws X, W₁, W₂ and
 recomputes GeLU(X W₁) W₂ in NumPy.
@@ -17,10 +18,10 @@ the last.
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
+ISOLATED = True  # probe() runs in the probe process; tp_mlp_forward, in the student's
 DEGREES = (2, 4, 8)
 RTOL, ATOL = 1e-6, 1e-9
 WAIT_S = 5.0  # a rank waits this long in all_reduce for the other ranks
@@ -77,80 +78,71 @@ def _record(a) -> dict:
     return rec
 
 
-def _simulate(student, case: dict, poison: bool) -> list[dict]:
-    """Run the t ranks on threads; per rank: error, result and the messages it sent."""
-    import threading
-
+def _all_reduce(student, t: int, messages: list[list]):
+    """The t ranks' all_reduce, held in this process: rank r's k-th call waits for the
+    k-th call of every rank, then each gets their sum.  Every message is logged here."""
     import torch
 
-    t = case["t"]
-    cond = threading.Condition()
-    sent: dict[int, list] = {}
-    done = [False] * t
-    ranks: list[dict] = [{"error": None, "messages": []} for _ in range(t)]
+    from_ranks: dict[int, list] = {}  # step -> the tensor each rank passed
 
     def all_reduce_for(rank: int):
         def all_reduce(tensor):
-            step = len(ranks[rank]["messages"])
-            ranks[rank]["messages"].append(_record(tensor))
-            value = torch.as_tensor(tensor).detach().to(torch.float64).clone()
-            with cond:
-                parts = sent.setdefault(step, [None] * t)
-                parts[rank] = value
-                cond.notify_all()
-                cond.wait_for(
-                    lambda: (
-                        all(p is not None for p in parts)
-                        or any(done[r] and parts[r] is None for r in range(t))
-                    ),
-                    WAIT_S,
-                )
+            step = len(messages[rank])
+            messages[rank].append(_record(tensor))
+            parts = from_ranks.setdefault(step, [None] * t)
+            parts[rank] = torch.as_tensor(tensor).detach().to(torch.float64)
+
+            def total():
+                if len({tuple(p.shape) for p in parts}) != 1:
+                    raise RuntimeError(
+                        f"all_reduce call {step + 1}: the ranks sent different shapes"
+                    )
+                return sum(parts[1:], parts[0].clone())
+
+            def stuck() -> str:
                 missing = [r for r in range(t) if parts[r] is None]
-            if missing:
-                raise RuntimeError(
-                    f"all_reduce call {step + 1}: ranks {missing} never made that call"
-                )
-            if len({tuple(p.shape) for p in parts}) != 1:
-                raise RuntimeError(f"all_reduce call {step + 1}: the ranks sent different shapes")
-            return sum(parts[1:], parts[0].clone())
+                return f"all_reduce call {step + 1}: ranks {missing} never made that call"
+
+            return student.later(lambda: all(p is not None for p in parts), total, stuck)
 
         return all_reduce
 
-    def run(rank: int) -> None:
-        if poison:
-            w1, w2 = poisoned(case, rank)
-        else:
-            w1, w2 = case["w1"], case["w2"]
-        args = [torch.tensor(a, dtype=torch.float64) for a in (case["x"], w1, w2)]
-        try:
-            out = student(*args, rank, t, all_reduce_for(rank))
-            ranks[rank]["result"] = _record(out)
-        except BaseException as err:  # noqa: BLE001 - anything the student raises
-            ranks[rank]["error"] = f"{type(err).__name__}: {err}"[:300]
-        with cond:
-            done[rank] = True
-            cond.notify_all()
+    return all_reduce_for
 
-    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(t)]
-    for th in threads:
-        th.start()
-    deadline = time.monotonic() + 3 * WAIT_S
-    for th in threads:
-        th.join(timeout=max(0.0, deadline - time.monotonic()))
-    for r, th in enumerate(threads):
-        if th.is_alive():
-            ranks[r] = {"error": f"rank {r} did not finish", "messages": []}
+
+def _simulate(student, case: dict, poison: bool) -> list[dict]:
+    """Run the t ranks, each a process of the student's; per rank: error, result and the
+    messages it sent."""
+    import torch
+
+    t = case["t"]
+    messages: list[list] = [[] for _ in range(t)]
+    all_reduce_for = _all_reduce(student, t, messages)
+    calls = []
+    for rank in range(t):
+        w1, w2 = poisoned(case, rank) if poison else (case["w1"], case["w2"])
+        args = [torch.tensor(a, dtype=torch.float64) for a in (case["x"], w1, w2)]
+        calls.append((*args, rank, t, all_reduce_for(rank)))
+    ranks = []
+    for rank, out in enumerate(student.ranks(calls, seconds=WAIT_S)):
+        rec: dict = {"error": None, "messages": messages[rank]}
+        if isinstance(out, BaseException):
+            rec["error"] = f"{type(out).__name__}: {out}"[:300]
+        else:
+            rec["result"] = _record(out)
+        ranks.append(rec)
     return ranks
 
 
 def probe(student, seed: int, params: dict) -> dict:
-    """Run ``tp_mlp_forward`` on t ranks for each degree, clean and poisoned."""
-    return {
-        "runs": [
-            {"t": c["t"], "clean": _simulate(student, c, False), "nan": _simulate(student, c, True)}
-            for c in cases(seed)
-        ]
-    }
+    """Run ``tp_mlp_forward`` on t ranks for each degree, poisoned then clean: poisoned
+    first, so that no rank can have kept the other ranks' clean blocks from a clean run
+    (the ranks share the student's files)."""
+    runs = []
+    for c in cases(seed):
+        nan = _simulate(student, c, True)
+        runs.append({"t": c["t"], "clean": _simulate(student, c, False), "nan": nan})
+    return {"runs": runs}
 
 
 # --- grade (trusted) ---------------------------------------------------------------------

@@ -1,17 +1,35 @@
 """Checks of the online-softmax attention code part (000 §2.3, Proposition 2.4).
 
-``probe`` runs in the sandbox: it calls the student's ``online_softmax_attention(q, k, v,
-block)`` on float64 tensors drawn from the seed and returns the outputs as plain data.
-One call runs at m = n = MEM_N under a torch function mode that records the size of every
-tensor the function creates or passes to torch, and under tracemalloc, which sees NumPy's
-arrays: that is how the autograder knows whether the n × n score matrix was formed.
+``probe`` runs in the probe process, beside the student's: it calls the student's
+``online_softmax_attention(q, k, v, block)`` on float64 tensors drawn from the seed and
+returns the outputs as plain data.  One call runs with m and n between 2048 and 2560
+(drawn from the seed, so the notebook cannot know them before the call): the probe process
+measures the memory of the student's process over that call from outside it, through the
+job's memory cgroup (``student.measured``), which holds the student's process and its
+children and which only the probe process can reset and read.  A full m × n score matrix
+of float64 (34-52 MB) shows as that much more memory (80-90 MB measured for torch's
+softmax); blocks of keys (m × block) stay far below (0.3-4.5 MB measured, the noise of the
+process included).  Patching tracemalloc, disabling torch's function modes, computing in
+NumPy or in a child process, or resetting the process's own VmHWM changes nothing the
+cgroup records.  Where the sandbox can make no cgroup, the probe process reads the
+process's VmHWM instead (which misses children, and which the process can reset); with
+no meter at all, the property says that it cannot tell.
 ``grade`` runs in the trusted process: it redraws the inputs and recomputes
 softmax(q kᵀ/√d) v directly.
+
+What the memory measure cannot see: memory the student's process made resident before the
+call (a buffer filled in an earlier cell and reused through ``out=``, or freed memory its
+allocator keeps): only the growth during the call is measured.  The drawn sizes only mean
+that such a buffer must be sized for the largest m × n the seed may draw.
 
 The properties are separated on purpose: the block-size and stability checks compare the
 student's function with itself (block = n; the same inputs without the shift of the
 scores), so that a wrong scale costs only the value, a missing running maximum only the
-stability, and a dropped last block only the block-size property.
+stability, and a dropped last block only the block-size property.  The memory call's
+output must be the exact attention only when the small inputs were (so that a function
+that computes something else at large sizes gains nothing); and a result that is the same
+bit for bit for every block size (a fused attention kernel, which ignores the blocks) does
+not count as block by block.
 """
 
 from __future__ import annotations
@@ -20,9 +38,15 @@ import math
 
 import numpy as np
 
+ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
+
 RTOL, ATOL = 1e-6, 1e-8  # float64 computations agree to ~1e-15
-MEM_N, MEM_D, MEM_DV, MEM_BLOCK = 384, 8, 4, 16
 SHIFT = 1.0e4  # the scores of the stability test are shifted by ±(1 to 2)·SHIFT per query
+# The memory call: m and n drawn in [MEM_LOW, MEM_HIGH] (n a multiple of the block), so that
+# the float64 score matrix (34-52 MB) dwarfs what blocks of keys take (m × block × 8 bytes)
+# and the noise of the process (a few MB), and a naive call stays fast (~0.1 s).
+MEM_LOW, MEM_HIGH, MEM_D, MEM_DV, MEM_BLOCKS = 2048, 2560, 8, 4, (16, 32)
+MEM_ROWS = 32  # rows of the memory call's output sent back and compared
 
 # --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
 
@@ -57,7 +81,11 @@ def cases(seed: int) -> dict:
     shifted = dict(base, k=base["k"].copy())
     shifted["k"][:, 0] += SHIFT * math.sqrt(d)  # adds q[i, 0]·SHIFT to every score of row i
 
-    memory = _qkv(rng, MEM_N, MEM_N, MEM_D, MEM_DV) | {"block": MEM_BLOCK}
+    block = int(rng.choice(MEM_BLOCKS))
+    m = int(rng.integers(MEM_LOW, MEM_HIGH + 1))
+    n = block * int(rng.integers(MEM_LOW // block, MEM_HIGH // block + 1))  # the last block full
+    memory = _qkv(rng, m, n, MEM_D, MEM_DV) | {"block": block}
+    memory["rows"] = sorted(int(i) for i in rng.choice(m, MEM_ROWS, replace=False))
     return {"value": value, "blocks": blocks, "base": base, "shifted": shifted, "memory": memory}
 
 
@@ -65,103 +93,82 @@ def _plain(values) -> list:
     return [float(x) if math.isfinite(x) else str(float(x)) for x in values]
 
 
+def _array(out) -> np.ndarray | str:
+    """What the student's function returned, as a float64 array, or why it is not one."""
+    if isinstance(out, BaseException):  # raised in the student's process
+        return f"{type(out).__name__}: {out}"[:300]
+    try:
+        if hasattr(out, "detach"):  # a torch tensor
+            out = out.detach().cpu().numpy()
+        return np.asarray(out, dtype=np.float64)
+    except Exception as err:  # noqa: BLE001 - whatever the student returned
+        return f"the result is not an array of numbers: {type(err).__name__}: {err}"[:300]
+
+
 def _output(out) -> dict:
     """The student's result as plain data: its shape and (if 2-D) its rows."""
-    import torch
-
-    try:
-        if isinstance(out, torch.Tensor):
-            a = out.detach().to("cpu", torch.float64).numpy()
-        else:
-            a = np.asarray(out, dtype=np.float64)
-    except Exception as err:  # noqa: BLE001 - whatever the student returned
-        return {
-            "error": f"the result is not an array of numbers: {type(err).__name__}: {err}"[:300]
-        }
+    a = _array(out)
+    if isinstance(a, str):
+        return {"error": a}
     rec: dict = {"error": None, "shape": [int(s) for s in a.shape]}
     if a.ndim == 2 and a.size <= 10_000:
         rec["value"] = [_plain(row) for row in a.tolist()]
     return rec
 
 
-def _call(student, case: dict, block: int) -> dict:
+def _tensors(case: dict) -> tuple:
     import torch
 
-    q, k, v = (torch.tensor(case[x], dtype=torch.float64) for x in ("q", "k", "v"))
+    return tuple(torch.tensor(case[x], dtype=torch.float64) for x in ("q", "k", "v"))
+
+
+def _calls(student, calls: list[tuple]) -> list[dict]:
+    """The small calls in one round trip; one by one if the batch as a whole fails (a value
+    that is not data fails it), so that each call gets its own error."""
     try:
-        out = student(q, k, v, block)
+        answers = student.map(calls)
+    except Exception:  # noqa: BLE001 - the batch's answer; the calls one by one say why
+        answers = []
+        for args in calls:
+            try:
+                answers.append(student(*args))
+            except BaseException as err:  # noqa: BLE001 - anything the student raises
+                answers.append(err)
+    return [_output(a) for a in answers]
+
+
+def _measured_call(student, case: dict) -> dict:
+    """The large call, its memory measured from outside the student's process; the shape
+    of the result, whether it is finite, and the rows ``case["rows"]``."""
+    try:
+        out, peak = student.measured(*_tensors(case), case["block"])
     except BaseException as err:  # noqa: BLE001 - anything the student raises
         return {"error": f"{type(err).__name__}: {err}"[:300]}
-    return _output(out)
-
-
-def _watched_call(student, case: dict) -> dict:
-    """Call once under a torch function mode and tracemalloc; record the largest sizes."""
-    import tracemalloc
-
-    import torch
-    from torch.overrides import TorchFunctionMode
-
-    class Sizes(TorchFunctionMode):
-        """Sees every torch function and tensor method the student calls."""
-
-        def __init__(self):
-            super().__init__()
-            self.largest = 0  # elements of the largest tensor in or out of a torch call
-            self.fused: set[str] = set()
-
-        def _see(self, x, depth: int = 0) -> None:
-            if isinstance(x, torch.Tensor):
-                self.largest = max(self.largest, int(x.numel()))
-            elif isinstance(x, list | tuple) and depth < 3:
-                for y in x:
-                    self._see(y, depth + 1)
-
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            name = getattr(func, "__name__", "")
-            if "scaled_dot_product" in name or "multi_head_attention" in name:
-                self.fused.add(name)
-            out = func(*args, **kwargs)
-            self._see(args)
-            self._see(tuple(kwargs.values()))
-            self._see(out)
-            return out
-
-    q, k, v = (torch.tensor(case[x], dtype=torch.float64) for x in ("q", "k", "v"))
-    sizes = Sizes()
-    tracing = tracemalloc.is_tracing()
-    if not tracing:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    before = tracemalloc.get_traced_memory()[0]
-    try:
-        with sizes:
-            out = student(q, k, v, case["block"])
-        error = None
-    except BaseException as err:  # noqa: BLE001
-        error = f"{type(err).__name__}: {err}"[:300]
-    finally:
-        peak = tracemalloc.get_traced_memory()[1] - before
-        if not tracing:
-            tracemalloc.stop()
-    rec = {"error": error} if error else _output(out)
-    return rec | {
-        "largest": sizes.largest,
-        "python_peak_bytes": int(peak),
-        "fused": sorted(sizes.fused),
-    }
+    a = _array(out)
+    if isinstance(a, str):
+        return {"error": a}
+    rec: dict = {"error": None, "shape": [int(s) for s in a.shape]}
+    if a.ndim == 2 and a.shape[0] == case["q"].shape[0]:
+        rec["finite"] = bool(np.all(np.isfinite(a)))
+        rec["rows"] = [_plain(a[i]) for i in case["rows"]]
+    return rec | {"peak_bytes": peak, "meter": str(student.meter)[:300]}
 
 
 def probe(student, seed: int, params: dict) -> dict:
-    """Call ``online_softmax_attention`` on the seed's inputs; return the outputs."""
+    """Call ``online_softmax_attention`` on the seed's inputs; return the outputs, and the
+    memory the student's process took during the large call."""
     c = cases(seed)
+    small = [case | {"use": case["block"]} for case in c["value"]]
+    small += [c["blocks"] | {"use": b} for b in c["blocks"]["blocks"]]
+    small += [c["base"] | {"use": c["base"]["block"]}]
+    small += [c["shifted"] | {"use": c["shifted"]["block"]}]
+    recs = _calls(student, [(*_tensors(case), case["use"]) for case in small])
     return {
-        "value": [_call(student, case, case["block"]) for case in c["value"]],
-        "blocks": [_call(student, c["blocks"], b) for b in c["blocks"]["blocks"]],
-        "base": _call(student, c["base"], c["base"]["block"]),
-        "shifted": _call(student, c["shifted"], c["shifted"]["block"]),
-        "memory": _watched_call(student, c["memory"]),
+        "value": recs[0:2],
+        "blocks": recs[2:6],
+        "base": recs[6],
+        "shifted": recs[7],
+        "memory": _measured_call(student, c["memory"]),
     }
 
 
@@ -339,43 +346,75 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
             )
         props.append(prop("stable with scores of ±10⁴", 2.0, ok, msg))
 
-    # 5. never the n × n matrix
+    # 5. never the n × n matrix: the memory of the student's process, measured from outside
+    props.append(prop("never materialises the n × n score matrix", 2.0, *_memory(r, c, all(oks))))
+    return props
+
+
+def _sampled(rec, case: dict) -> tuple[np.ndarray | None, str]:
+    """The memory call's sampled rows as an array, or None and why not."""
+    from autograder.checktools import matrix
+
+    m, dv = _shape(case)
+    if not isinstance(rec, dict):
+        return None, "no result"
+    if rec.get("error"):
+        return None, str(rec["error"])
+    if rec.get("shape") != [m, dv]:
+        return None, f"the result has shape {rec.get('shape')}, expected (m, d_v) = {(m, dv)}"
+    a = matrix(rec.get("rows"))
+    if a is None or a.shape != (len(case["rows"]), dv) or rec.get("finite") is not True:
+        return None, "the result is not a finite matrix of numbers"
+    if np.allclose(a, a[:1], rtol=0, atol=1e-12):
+        return None, "every row of the result is the same: it does not depend on the queries"
+    return a, ""
+
+
+def _same_for_every_block(records: list, case: dict) -> bool:
+    """Whether the block-size calls gave one result, bit for bit (a function that ignores
+    the blocks: the whole matrix, or a fused kernel; honest block sums round differently)."""
+    outs = [_out(rec, _shape(case))[0] for rec in records]
+    return all(a is not None for a in outs) and all(np.array_equal(a, outs[0]) for a in outs)
+
+
+def _memory(r: dict, c: dict, value_ok: bool) -> tuple[float, str]:
+    """(score, message) of the memory property."""
     rec = r.get("memory") if isinstance(r.get("memory"), dict) else {}
     mem = c["memory"]
-    a, why = _usable(rec, _shape(mem))
-    limit = MEM_N * MEM_N // 2
-    largest, peak = rec.get("largest"), rec.get("python_peak_bytes")
-    fused = rec.get("fused") if isinstance(rec.get("fused"), list) else []
-    where = f"m = n = {MEM_N}, d = {MEM_D}, block = {MEM_BLOCK}"
+    (m, d), n = mem["q"].shape, mem["k"].shape[0]
+    matrix_bytes = 8 * m * n  # the float64 m × n scores
+    where = f"m = {m}, n = {n}, d = {d}, block = {mem['block']}"
+    a, why = _sampled(rec, mem)
+    if a is not None and value_ok:
+        exp = attention(dict(mem, q=mem["q"][mem["rows"]]))
+        if not _close(a, exp):
+            err = float(np.max(np.abs(a - exp)) / np.max(np.abs(exp)))
+            a = None
+            why = f"off by a relative error of {err:.2g}, though right on the small inputs"
     if a is None:
-        score, msg = 0, f"Cannot tell: at {where} your function gives no usable result ({why})."
-    elif type(largest) is not int or type(peak) is not int:
-        score, msg = 0, "The probe could not measure the sizes of your tensors."
-    elif fused:
-        score = 0
-        msg = (
-            f"Your function calls {', '.join(str(f)[:60] for f in fused[:3])}, a fused "
-            "attention kernel: implement the online softmax of Proposition 2.4 yourself, block "
-            "by block."
+        return 0, f"Cannot tell: at {where} your function gives no usable result ({why})."
+    peak = rec.get("peak_bytes")
+    if type(peak) is not int:
+        meter = str(rec.get("meter") or "no memory meter")[:300]
+        return 0, f"The sandbox could not measure the memory of your function's process ({meter})."
+    # the messages give no measured number: a regrade says the same
+    if peak >= matrix_bytes // 2:
+        return 0, (
+            f"At {where} the memory of your function's process grew during the call by at "
+            f"least half the {m} × {n} score matrix ({matrix_bytes / 1e6:.1f} MB in float64): "
+            "compute q kᵀ for one block of keys at a time (m × block scores) and fold it into "
+            "the running m, ℓ and o, as FlashAttention does (§2.3, Proposition 2.4)."
         )
-    elif largest >= limit or peak >= 8 * limit:
-        what = (
-            f"a tensor of {largest} elements"
-            if largest >= limit
-            else f"NumPy arrays of more than {8 * limit} bytes at once"
+    case = c["blocks"]
+    if _same_for_every_block(_list(r.get("blocks"), 4), case):
+        b = case["blocks"]
+        return 0, (
+            f"With n = {b[0]} keys your function gives the same result, bit for bit, for blocks "
+            f"of {b[1]}, {b[2]}, {b[3]} and {b[0]} keys: the blocks change nothing, as in a "
+            "fused attention kernel (F.scaled_dot_product_attention), which ignores them. "
+            "Implement the online softmax of Proposition 2.4 yourself, block by block."
         )
-        score = 0
-        msg = (
-            f"At {where} your function creates {what}, at least half the {MEM_N} × {MEM_N} "
-            "score matrix: compute q kᵀ for one block of keys at a time (m × block scores) "
-            "and fold it into the running m, ℓ and o, as FlashAttention does (§2.3, "
-            "Proposition 2.4)."
-        )
-    else:
-        score = 1
-        msg = (
-            f"At {where} the largest tensor has {largest} elements, and the arrays stay below "
-            f"half the {MEM_N} × {MEM_N} score matrix: it is never formed."
-        )
-    props.append(prop("never materialises the n × n score matrix", 2.0, score, msg))
-    return props
+    return 1, (
+        f"At {where} the memory of your function's process grew during the call by less than "
+        f"half the {m} × {n} score matrix ({matrix_bytes / 2e6:.1f} MB): it is never formed."
+    )

@@ -19,10 +19,11 @@ output is o / ℓ.  Never form the m × n matrix of scores: only m × block at a
 The autograder checks the result against softmax(q kᵀ/√d) v on random inputs, that the
 attention weights sum to one (the last column of v is all ones in some tests), that the
 result does not depend on the block size (block 1, a divisor of n, a non-divisor), that
-scores of size ±10⁴ give a finite and exact result, and that no tensor (or NumPy array)
-as large as half the score matrix is ever created, with m = n = 384 and block = 16.
-Work in the dtype of the inputs (float64), with torch or NumPy, and do not call a fused
-attention kernel (F.scaled_dot_product_attention): that is what you are writing.
+scores of size ±10⁴ give a finite and exact result, and, with m and n between 2048 and
+2560 and block = 16 or 32, that the memory of your process never grows by half the m × n
+score matrix during the call (measured from outside your process).  Work in the dtype of
+the inputs (float64), with torch or NumPy, and do not call a fused attention kernel
+(F.scaled_dot_product_attention): that is what you are writing.
 """
 
 from __future__ import annotations

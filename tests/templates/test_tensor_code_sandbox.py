@@ -1,0 +1,271 @@
+"""The online-softmax check (templates/systems/online-softmax-code) through the real sandbox:
+its probe runs in the probe process, and the memory of the notebook's process during the
+large call is read from outside it, by the job's memory cgroup (executor.py, "memory, from
+outside").
+
+The corpus: a naive softmax that forms the whole score matrix, then the same naive code
+with every trick that beat the check when it measured inside the notebook's process (a
+torch function mode and tracemalloc there): the mode disabled, tracemalloc patched, NumPy
+instead of torch, the process's own VmHWM reset, the caller's frames walked, the cgroup's
+peak written or left, the matrix formed in a child process.  Each scores exactly what the
+plain naive code scores.  One trick remains, and a test says so: memory made resident
+before the call (a buffer filled in an earlier cell, reused through ``out=``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from autograder.checks import fraction, grade_result, load_checks
+from autograder.sandbox import Limits, Plan, Probe, Sandbox, namespaces_available
+from tests.autograder.test_sandbox import notebook
+from tests.templates.codecheck import TEMPLATES, lost, sources
+
+ATTENTION = TEMPLATES / "systems" / "online-softmax-code"
+FUNCTION = "online_softmax_attention"
+MEMORY = "never materialises the n × n score matrix"
+SEEDS = (1, 2024)
+LIMITS = Limits(wall_seconds=30.0, cpu_seconds=30, memory_bytes=4 << 30)
+
+needs_cgroup = pytest.mark.skipif(
+    os.geteuid() != 0 or not namespaces_available(), reason="needs root (a memory cgroup)"
+)
+pytestmark = needs_cgroup
+
+NAIVE = """
+import math
+import torch
+
+
+def online_softmax_attention(q, k, v, block):
+    return torch.softmax(q @ k.T / math.sqrt(q.shape[1]), dim=1) @ v
+"""
+
+# The corpus's plain version: the whole matrix, then summed over blocks of keys, so that
+# its result depends on the block size (one that does not, the check refuses as well): only
+# the memory measure tells it from the online softmax.
+BLOCKED = """
+import math
+import torch
+
+
+def naive(q, k, v, block):
+    p = torch.softmax(q @ k.T / math.sqrt(q.shape[1]), dim=1)  # the m × n matrix
+    return sum(p[:, j : j + block] @ v[j : j + block] for j in range(0, k.shape[0], block))
+"""
+PLAIN = BLOCKED + "\nonline_softmax_attention = naive\n"
+
+FORGERIES = {
+    # the torch function mode that watched the tensors, switched off
+    "torch function mode disabled": BLOCKED
+    + """
+
+def online_softmax_attention(q, k, v, block):
+    with torch._C.DisableTorchFunction():
+        return naive(q, k, v, block)
+""",
+    # the tracemalloc that watched NumPy's arrays, lying
+    "tracemalloc patched": PLAIN
+    + """
+import tracemalloc
+tracemalloc.start = tracemalloc.stop = tracemalloc.reset_peak = lambda *a: None
+tracemalloc.is_tracing = lambda: True
+tracemalloc.get_traced_memory = lambda: (0, 0)
+""",
+    "NumPy": """
+import numpy as np
+
+
+def online_softmax_attention(q, k, v, block):
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    s = q @ k.T / np.sqrt(q.shape[1])
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    return sum(p[:, j : j + block] @ v[j : j + block] for j in range(0, k.shape[0], block))
+""",
+    # the peak RSS the kernel keeps for the process, reset after the matrix is gone
+    "VmHWM reset": BLOCKED
+    + """
+import ctypes
+
+
+def online_softmax_attention(q, k, v, block):
+    out = naive(q, k, v, block)
+    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: /proc/self is its own again
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+    return out
+""",
+    # whatever measures, looked for up the stack and among the objects: nothing is here
+    "frames": BLOCKED
+    + """
+import gc
+import sys
+
+
+def online_softmax_attention(q, k, v, block):
+    out = naive(q, k, v, block)
+    frame = sys._getframe()
+    while frame is not None:
+        for name in list(frame.f_locals):
+            if name in ("peak", "base", "largest", "python_peak_bytes", "meter", "gauge"):
+                frame.f_locals[name] = 0
+        frame = frame.f_back
+    for obj in gc.get_objects():
+        if type(obj).__name__ in ("Meter", "Sizes"):
+            obj.reset = obj.since = lambda *a: 0
+    return out
+""",
+    # the cgroup itself: its peak written, the process moved out (all root's: refused)
+    "cgroup written or left": BLOCKED
+    + """
+import os
+
+
+def online_softmax_attention(q, k, v, block):
+    for line in open("/proc/self/cgroup"):
+        number, controllers, path = line.rstrip("\\n").split(":", 2)
+        if "memory" in controllers.split(","):
+            break
+    for folder in ("/sys/fs/cgroup/memory" + path, "/sys/fs/cgroup" + path):
+        for name, text in (
+            ("memory.max_usage_in_bytes", "0"),
+            ("memory.peak", "0"),
+            ("../cgroup.procs", str(os.getpid())),
+        ):
+            try:
+                with open(os.path.join(folder, name), "w") as fh:
+                    fh.write(text)
+            except OSError:
+                pass
+    return naive(q, k, v, block)
+""",
+    # the matrix in a child process, which sends back only the result
+    "child process": BLOCKED
+    + """
+import os
+
+
+def online_softmax_attention(q, k, v, block):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        data = naive(q, k, v, block).numpy().tobytes()
+        while data:
+            data = data[os.write(w, data) :]
+        os._exit(0)
+    os.close(w)
+    chunks = []
+    while chunk := os.read(r, 1 << 20):
+        chunks.append(chunk)
+    os.close(r)
+    os.waitpid(pid, 0)
+    out = torch.frombuffer(bytearray(b"".join(chunks)), dtype=torch.float64)
+    return out.reshape(q.shape[0], v.shape[1])
+""",
+}
+
+# A buffer made resident in an earlier cell and reused through out=: the check measures
+# what the process takes during the call, so memory it already holds is not seen.  The
+# sizes drawn from the seed only mean that the buffer must hold the largest m × n that the
+# question's bounds allow (2560 × 2560): one sized for a fixed, published size (the check's
+# former m = n = 384) falls back to a fresh matrix and scores what the naive code scores.
+# (Summed over blocks of keys, so that the result is not the same bit for bit for every
+# block size, which the check also refuses.)
+PREALLOCATED = """
+import math
+import torch
+
+BUFFER = torch.zeros({elements}, dtype=torch.float64)  # written: resident from now on
+
+
+def online_softmax_attention(q, k, v, block):
+    m, n = q.shape[0], k.shape[0]
+    if m * n > BUFFER.numel():
+        return torch.softmax(q @ k.T / math.sqrt(q.shape[1]), dim=1) @ v
+    s = BUFFER[: m * n].view(m, n)
+    torch.matmul(q, k.T, out=s)
+    s.div_(math.sqrt(q.shape[1]))
+    s.sub_(s.max(dim=1, keepdim=True).values).exp_()
+    s.div_(s.sum(dim=1, keepdim=True))
+    out = torch.zeros(m, v.shape[1], dtype=q.dtype)
+    for j in range(0, n, block):  # summed by blocks: the result depends on the block size
+        out += s[:, j : j + block] @ v[j : j + block]
+    return out
+"""
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(limits=LIMITS) as box:
+        if not box.memory.get("cgroup"):
+            pytest.skip(f"no memory cgroup here: {box.memory.get('why')}")
+        yield box
+
+
+@pytest.fixture(scope="module")
+def checks():
+    loaded = load_checks(ATTENTION, "checks.py")
+    assert loaded.module.ISOLATED
+    return loaded
+
+
+def _graded(sandbox, checks, tmp_path, cells: str, seed: int = SEEDS[0]) -> list[dict]:
+    plan = Plan((), (Probe("q1-online", FUNCTION, checks.source, seed, {}, isolated=True),))
+    outcome = sandbox.run(notebook(tmp_path / "nb.ipynb", cells), plan)
+    assert outcome.error is None, (outcome.error, outcome.log[-2000:])
+    probe = outcome.harvest["probes"]["q1-online"]
+    assert probe["ok"], probe
+    return grade_result(checks.grade, probe["result"], seed, {})
+
+
+def test_the_reference_scores_full_marks_the_same_each_time_and_the_starter_zero(
+    sandbox, checks, tmp_path
+):
+    code = sources(ATTENTION)
+    for seed in SEEDS:
+        first = _graded(sandbox, checks, tmp_path, code.solution, seed)
+        assert fraction(first) == 1, [p["message"] for p in first if p["score"] < 1]
+        assert _graded(sandbox, checks, tmp_path, code.solution, seed) == first
+    assert fraction(_graded(sandbox, checks, tmp_path, code.starter)) == 0
+
+
+def test_forgeries_of_the_memory_measure_score_what_the_naive_code_scores(
+    sandbox, checks, tmp_path
+):
+    plain = _graded(sandbox, checks, tmp_path, PLAIN)
+    assert lost(plain) == {MEMORY}  # the naive code is right, and forms the matrix
+    assert "at least half the" in next(p["message"] for p in plain if p["name"] == MEMORY)
+    assert lost(_graded(sandbox, checks, tmp_path, NAIVE)) == {MEMORY}  # refused twice over
+    for name, cells in FORGERIES.items():
+        props = _graded(sandbox, checks, tmp_path, cells)
+        assert fraction(props) == fraction(plain) and lost(props) == lost(plain), name
+
+
+def test_a_buffer_sized_for_a_fixed_size_does_not_help(sandbox, checks, tmp_path):
+    plain = _graded(sandbox, checks, tmp_path, PLAIN)
+    props = _graded(sandbox, checks, tmp_path, PREALLOCATED.format(elements=384 * 384))
+    assert fraction(props) == fraction(plain) and lost(props) == lost(plain)
+
+
+def test_what_remains_a_buffer_resident_before_the_call_is_not_seen(sandbox, checks, tmp_path):
+    """The known limit, kept visible: a buffer for the largest m × n the bounds allow,
+    filled in an earlier cell, takes nothing more during the call, and the naive code
+    written into it scores full marks.  (Closing this would need S's memory before the call
+    judged too, which other questions' cells make meaningless.)"""
+    props = _graded(sandbox, checks, tmp_path, PREALLOCATED.format(elements=2560 * 2560))
+    assert lost(props) == set()
+
+
+def test_without_a_cgroup_the_forgeries_that_beat_vmhwm_are_the_ones_it_admits(checks, tmp_path):
+    """The same corpus against the fallback meter (S's VmHWM, sandbox.MEMORY_METERS "proc"):
+    the forgeries are real, and beat exactly what that meter says it cannot see."""
+    with Sandbox(limits=LIMITS, memory_meter="proc") as box:
+        beaten = {
+            name
+            for name, cells in FORGERIES.items()
+            if MEMORY not in lost(_graded(box, checks, tmp_path, cells))
+        }
+    assert beaten == {"VmHWM reset", "child process"}
