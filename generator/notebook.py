@@ -92,9 +92,14 @@ def question_text(v: Variant, params_units: dict[str, str]) -> str:
     return "\n".join(parts)
 
 
+def given_units(q) -> dict[str, str]:
+    """The unit comment of each parameter of question ``q`` in its Given cell."""
+    return {n: (p.unit or "") for n, p in q.spec.params.items()}
+
+
 def _given_cell(v: Variant, params_units: dict[str, str]) -> str:
     lines = [f"# Given (question {v.index}): your numbers, in SI units. Do not edit this cell."]
-    for name, value in v.params.items():
+    for name, value in v.given.items():
         unit = params_units.get(name, "")
         note = f"  # {unit} ({v.shown[name]})" if unit else ""
         lines.append(f"{name} = {_python_value(value)}{note}")

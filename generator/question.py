@@ -53,7 +53,8 @@ class Param(_Model):
     ``<name>_peak_flops`` (in ``precision``), ``<name>_bandwidth``, ``<name>_memory``,
     ``<name>_watts``, ``<name>_nvlink`` and ``<name>_network``.  ``expr`` derives a
     value from earlier parameters.  ``unit`` is the SI unit of the value, ``show`` the
-    unit it is shown in.
+    unit it is shown in.  ``hidden`` keeps a helper of the draw (a ratio that makes two
+    numbers divide) out of the Given cell: the prompt shows what the student works from.
     """
 
     choice: list[Any] | None = None
@@ -67,6 +68,7 @@ class Param(_Model):
     expr: str | None = None
     unit: str = ""
     show: str | None = None
+    hidden: bool = False
 
     @model_validator(mode="after")
     def _one_kind(self) -> Param:
@@ -124,7 +126,9 @@ class Answer(_Model):
 
     ``unit`` is the unit the student answers in (``"GB"``, ``"s"``, ``"days"``, ``"%"``,
     ``""``); keys hold SI values.  ``ask: false`` makes an intermediate the worked
-    solution shows but the student is not asked for.
+    solution shows but the student is not asked for.  A draw where an asked part is 0, 1
+    or a given number is drawn again (:func:`generator.leaks.guessed`), unless the part
+    says why that is its point (``guessable``).
     """
 
     id: str
@@ -141,6 +145,9 @@ class Answer(_Model):
     sign: Literal["positive", "nonnegative", "any"] = "positive"
     plausible: tuple[float, float] | None = None
     misconceptions: list[Misconception] = Field(default_factory=list)
+    # why this part may equal 0, 1 or a given number (the point of the part, as "1F1B keeps
+    # p micro-batches"): its draws are kept; without it, such draws are drawn again
+    guessable: str | None = None
 
     @field_validator("id")
     @classmethod

@@ -70,9 +70,7 @@ def variants_for(assignment: Assignment, student: Student, secret: bytes) -> lis
 
 def params_units(assignment: Assignment) -> dict[str, dict[str, str]]:
     """For the given cells: the unit comment of each parameter, by question."""
-    return {
-        q.id: {n: (p.unit or "") for n, p in q.spec.params.items()} for q in assignment.questions
-    }
+    return {q.id: notebook.given_units(q) for q in assignment.questions}
 
 
 def released_checks(assignment: Assignment) -> dict[str, str]:

@@ -9,6 +9,7 @@ that grades (error carried forward) and renders the worked solution.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import math
@@ -56,6 +57,12 @@ class Variant:
     solution: str  # worked solution, rendered from the answer graph
     free_response: tuple[dict[str, Any], ...] = field(default=())
     code: tuple[dict[str, Any], ...] = field(default=())
+    hidden: frozenset[str] = frozenset()  # helpers of the draw, not in the Given cell
+
+    @property
+    def given(self) -> dict[str, Any]:
+        """The parameters the Given cell shows the student."""
+        return {n: x for n, x in self.params.items() if n not in self.hidden}
 
     @property
     def points(self) -> float:
@@ -347,46 +354,87 @@ def build(
     index: int,
     default_tolerance: Tolerance,
 ) -> Variant:
-    """The variant of question ``q`` for ``student``: same inputs, same variant."""
+    """The variant of question ``q`` for ``student``: same inputs, same variant.  A draw
+    that gives a part away (:func:`giveaways`) is drawn again, from the same stream."""
     digest = seed_for(secret, course, assignment, q.id, student)
     rng = random.Random(int.from_bytes(digest, "big"))
-    try:
-        params, scope = sample(q, rng)
-    except VariantError as err:
-        raise VariantError(f"{err} (student {student})") from None
-    ctx = _context(q, params)
-    answers = tuple(_key_answer(q, index, a, scope, ctx, default_tolerance) for a in q.spec.answers)
-    return Variant(
-        question_id=q.id,
-        index=index,
-        title=q.spec.title,
-        source=f"{q.spec.source.notes} {q.spec.source.ref}",
-        student_id=student,
-        seed=digest.hex(),
-        params=params,
-        shown=ctx["fmt"],
-        answers=answers,
-        prompt=template(q.files["prompt.md"]).render(**ctx).strip(),
-        solution=worked_solution(q, answers, scope),
-        free_response=tuple(
-            {
-                "id": r.id,
-                "prompt": template(r.prompt).render(**ctx).strip(),
-                "points": r.points,
-                "rubric": r.rubric,
-            }
-            for r in q.spec.free_response
-        ),
-        code=tuple(
-            {
-                "id": c.id,
-                "prompt": template(c.prompt).render(**ctx).strip(),
-                "points": c.points,
-                "function": c.function,
-                "starter": q.code[c.id].starter,
-                "solution": q.code[c.id].solution,
-                "checks": c.checks,
-            }
-            for c in q.spec.code
-        ),
+    hidden = frozenset(name for name, p in q.spec.params.items() if p.hidden)
+    why = ""
+    for _ in range(MAX_TRIES):
+        try:
+            params, scope = sample(q, rng)
+        except VariantError as err:
+            raise VariantError(f"{err} (student {student})") from None
+        ctx = _context(q, params)
+        answers = tuple(
+            _key_answer(q, index, a, scope, ctx, default_tolerance) for a in q.spec.answers
+        )
+        variant = Variant(
+            question_id=q.id,
+            index=index,
+            title=q.spec.title,
+            source=f"{q.spec.source.notes} {q.spec.source.ref}",
+            student_id=student,
+            seed=digest.hex(),
+            params=params,
+            shown=ctx["fmt"],
+            answers=answers,
+            prompt=template(q.files["prompt.md"]).render(**ctx).strip(),
+            solution="",
+            free_response=tuple(
+                {
+                    "id": r.id,
+                    "prompt": template(r.prompt).render(**ctx).strip(),
+                    "points": r.points,
+                    "rubric": r.rubric,
+                }
+                for r in q.spec.free_response
+            ),
+            code=tuple(
+                {
+                    "id": c.id,
+                    "prompt": template(c.prompt).render(**ctx).strip(),
+                    "points": c.points,
+                    "function": c.function,
+                    "starter": q.code[c.id].starter,
+                    "solution": q.code[c.id].solution,
+                    "checks": c.checks,
+                }
+                for c in q.spec.code
+            ),
+            hidden=hidden,
+        )
+        given_away = giveaways(q, variant)
+        if not given_away:
+            return dataclasses.replace(variant, solution=worked_solution(q, answers, scope))
+        why = f"{given_away[0][2]} ({given_away[0][1]})"
+    raise VariantError(
+        f"templates/{q.id}: every one of {MAX_TRIES} draws gives a part away (last: {why}; "
+        f"student {student}): add a constraint, or say in the part's `guessable:` why that "
+        "value is its point"
     )
+
+
+def giveaways(q: Question, v: Variant) -> list[tuple[str, str, str]]:
+    """What of ``v``'s key its student gets without the work: an asked key printed in the
+    question (a derived parameter of the Given cell, a number of the prompt), or equal to
+    0, 1 or a given number unless its part says why that is its point (``guessable``):
+    (part, "printed" or "no work", why)."""
+    from generator.leaks import guessed, leaked
+    from generator.notebook import given_units, question_text
+
+    derived = {name for name, p in q.spec.params.items() if p.expr is not None}
+    drawn = set(v.given) - derived
+    text = question_text(v, given_units(q))
+    spec = {a.id: a for a in q.spec.answers}
+    out = []
+    for k in v.answers:
+        if not k.ask:
+            continue
+        if reason := leaked(k, text, v.given, drawn, v.shown):
+            out.append((k.id, "printed", reason))
+        elif spec[k.id].guessable is None and (
+            reason := guessed(k, v.given, q.param_units(), drawn)
+        ):
+            out.append((k.id, "no work", reason))
+    return out
