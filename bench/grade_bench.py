@@ -2,6 +2,8 @@
 
 (a) Overhead: a trivial notebook (``x = 1``) through the warm sandbox, one at a time, as a
     ratio to a cold ``python -c "import numpy"`` measured in the same run (target <= 0.25).
+(c) The probe process: a notebook with one ISOLATED probe calling its function once,
+    against the same notebook without it, in the same run.
 (b) Batch: the solution notebooks of tdlsm/hw1 for a 40-student roster with 2 threads,
     sandbox and trusted grading (``grade_one``; target < 10 s).  What is paid once per
     batch (the executor's start, the first submission importing torch for the ring's
@@ -27,7 +29,7 @@ import nbformat
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autograder.keys import Keys  # noqa: E402
-from autograder.sandbox import Plan, Sandbox  # noqa: E402
+from autograder.sandbox import Plan, Probe, Sandbox  # noqa: E402
 from autograder.submission import grade_one  # noqa: E402
 from generator import bank  # noqa: E402
 
@@ -56,6 +58,41 @@ def overhead(sandbox: Sandbox, folder: Path, runs: int) -> float:
         if outcome.error or outcome.harvest["answers"]["x"] != {"kind": "number", "value": 1}:
             sys.exit(f"trivial notebook failed: {outcome.error}\n{outcome.log}")
     return statistics.median(times)
+
+
+PROBE = """
+ISOLATED = True
+
+
+def probe(student, seed, params):
+    return {"y": student(seed % 7)}
+"""
+
+
+def probe_overhead(sandbox: Sandbox, folder: Path, runs: int) -> tuple[float, float]:
+    """The same notebook without a probe, and with one probe process calling it once:
+    the cost of the probe process per submission (its fork, its channel, one call)."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("def f(x):\n    return 2 * x\nx = 1")]
+    path = folder / "probed.ipynb"
+    nbformat.write(nb, path)
+    bare = Plan(variables=("x",))
+    probed = Plan(variables=("x",), probes=(Probe("q1-f", "f", PROBE, 5, {}, isolated=True),))
+    medians = []
+    for plan in (bare, probed):
+        sandbox.run(path, plan)  # warm-up
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            outcome = sandbox.run(path, plan)
+            times.append(time.perf_counter() - start)
+            probes = outcome.harvest["probes"] if outcome.harvest else {}
+            if outcome.error or (
+                plan is probed and probes["q1-f"] != {"ok": True, "result": {"y": 10}}
+            ):
+                sys.exit(f"the probed notebook failed: {outcome.error} {probes}\n{outcome.log}")
+        medians.append(statistics.median(times))
+    return medians[0], medians[1]
 
 
 def release_hw1(folder: Path, students: int) -> tuple[Path, Path, float]:
@@ -120,6 +157,7 @@ def main() -> None:
         with Sandbox(backend=args.backend, hide=[keys_dir, folder]) as sandbox:
             startup = time.perf_counter() - start
             warm = overhead(sandbox, folder, args.runs)
+            bare, probed = probe_overhead(sandbox, folder, args.runs)
             result = batch(sandbox, solutions, keys_dir, args.jobs)
             isolation = sandbox.isolation
     finally:
@@ -130,6 +168,11 @@ def main() -> None:
         f"(a) per-submission overhead (trivial notebook): {warm * 1e3:.1f} ms; "
         f"cold `python -c 'import numpy'`: {cold * 1e3:.1f} ms; "
         f"ratio {ratio:.3f} (target <= 0.25: {'met' if ratio <= 0.25 else 'MISSED'})"
+    )
+    print(
+        f"(c) the probe process: the same notebook {bare * 1e3:.1f} ms without a probe, "
+        f"{probed * 1e3:.1f} ms with one probe process calling it once: "
+        f"+{(probed - bare) * 1e3:.1f} ms, ratio {probed / bare:.2f}"
     )
     print(
         f"(b) {result['n']} tdlsm/hw1 solution notebooks, {args.jobs} threads, sandbox and "

@@ -14,6 +14,7 @@ Two checks of every variant, run by ``scalegrade validate``:
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -36,6 +37,11 @@ MIN_DIGITS = 3  # a number of fewer significant digits ("8", "2.5") identifies n
 def numbers_in(text: str) -> list[float]:
     """Every number of :data:`MIN_DIGITS` or more significant digits written in ``text``
     (citations such as §2.1 or Exercise 13 are not numbers of the question)."""
+    return list(_numbers_in(text))
+
+
+@functools.lru_cache(maxsize=4096)  # one question's text, read for each of its parts
+def _numbers_in(text: str) -> tuple[float, ...]:
     out = []
     for mantissa, unicode_power, latex_power in _NUMBER.findall(_NOT_VALUES.sub(" ", text)):
         digits = mantissa.replace(",", "").lower().split("e")[0]
@@ -49,7 +55,7 @@ def numbers_in(text: str) -> list[float]:
             out.append(float(mantissa.replace(",", "")) * 10 ** int(power))
         except ValueError:
             continue
-    return out
+    return tuple(out)
 
 
 def _same(a: float, b: float) -> bool:
@@ -78,8 +84,8 @@ def leaked(
         if name not in drawn and _numeric(value) and any(_exact(float(value), k) for k in keys):
             return f"{a.id} = the derived parameter {name} of the Given cell"
     values = [float(v) for n, v in params.items() if n in drawn and _numeric(v)]
-    values += [x for n in drawn for x in numbers_in(shown.get(n, ""))]
-    for x in numbers_in(text):
+    values += [x for n in drawn for x in _numbers_in(shown.get(n, ""))]
+    for x in _numbers_in(text):
         if any(_same(x, k) for k in keys) and not any(_same(x, v) for v in values):
             return f"{a.id} = {x:g}, printed in the question"
     return None
