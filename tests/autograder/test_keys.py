@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from autograder.keys import Keys, probe_seed
-from autograder.sandbox import Limits, Sandbox
+from autograder.sandbox import Limits, Sandbox, _plan_request
 from autograder.submission import grade_one
 from contract import KeyFileError
 from generator.bank import Bank
@@ -47,6 +47,22 @@ def test_the_plan_carries_the_released_checks(course):
     assert probe.source == released.read_text(encoding="utf-8")
     assert probe.id == "q1-conv" and probe.seed == probe_seed(key.questions[0].seed, "conv")
     assert keys.plan(key).variables == tuple(a.variable for a in key.questions[0].answers if a.ask)
+
+
+def test_the_students_process_gets_the_answer_names_and_nothing_of_the_checks(course):
+    """Every code check of the bank runs in the probe process: the request the student's
+    process reads holds the answer variables, no probe source, seed or parameter."""
+    root, mine = course
+    keys = Keys(root / "conv" / "keys")
+    plan = keys.plan(keys.key("ana"))
+    assert plan.probes and all(p.isolated for p in plan.probes)
+    request = json.dumps(_plan_request(plan))
+    assert json.loads(request) == {"variables": list(plan.variables), "probes": []}
+    for p in plan.probes:
+        assert str(p.seed) not in request and p.source[:200] not in request
+    parts = [(q, c) for q in mine.all_questions() for c in q.spec.code]
+    assert len(parts) == 18  # the bank's code parts: every one written for the probe process
+    assert all("\nISOLATED = True" in q.files[c.checks] for q, c in parts)
 
 
 def test_editing_the_banks_checks_after_release_changes_no_grade(course):
