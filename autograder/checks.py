@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +35,24 @@ class ChecksError(ValueError):
     whose grade() returned something that is not a list of properties."""
 
 
+_IMPORTS_TORCH = re.compile(r"^\s*(?:import|from)\s+torch\b", re.MULTILINE)
+
+
+def preloads(module: ModuleType, source: str) -> tuple[str, ...]:
+    """The modules the warm executor imports once per batch for these checks, instead of
+    each submission importing them: the checks' ``PRELOAD`` (for what the student's code is
+    asked to use: torch.utils.checkpoint imports torch._dynamo on its first call), else
+    torch where the checks import it."""
+    declared = getattr(module, "PRELOAD", None)
+    if declared is not None:
+        if not isinstance(declared, (tuple, list)) or not all(
+            isinstance(m, str) and m for m in declared
+        ):
+            raise ChecksError(f"{module.__file__}: PRELOAD must be a tuple of module names")
+        return tuple(declared)
+    return ("torch",) if _IMPORTS_TORCH.search(source) else ()
+
+
 @dataclass(frozen=True)
 class Checks:
     """A question's checks: the source for the sandbox, ``grade`` for the grader."""
@@ -42,6 +61,7 @@ class Checks:
     source: str  # the whole file; the sandbox executes it and calls probe()
     grade: Grade
     module: ModuleType  # the instructor's module (run_locally calls its probe)
+    preload: tuple[str, ...] = ()  # imported once in the warm executor (:func:`preloads`)
 
     @classmethod
     def from_source(cls, source: str, name: str) -> Checks:
@@ -59,7 +79,7 @@ class Checks:
         for fn in ("probe", "grade"):
             if not callable(getattr(module, fn, None)):
                 raise ChecksError(f"{name}: defines no function {fn}()")
-        return cls(name, source, module.grade, module)
+        return cls(name, source, module.grade, module, preloads(module, source))
 
 
 _BY_FILE: dict[tuple[Path, int], Checks] = {}  # (path, mtime): a bank's file, loaded once

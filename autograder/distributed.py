@@ -44,6 +44,7 @@ class SandboxSpec:
     hide: tuple[str, ...] = ()
     image: str | None = None
     gpus: str | None = None
+    preload: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hide", tuple(os.path.abspath(p) for p in self.hide))
@@ -55,6 +56,7 @@ class SandboxSpec:
             hide=[Path(p) for p in self.hide],
             image=self.image,
             gpus=self.gpus,
+            preload=self.preload,
         )
 
 

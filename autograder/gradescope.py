@@ -304,7 +304,7 @@ def grade_submission(root: Path) -> dict[str, Any]:
     key = keys.key(student_id)
     reveal = reveal_now(info.due, info.policy)
     limits = Limits(wall_seconds=float(config.get("timeout", 120.0)))
-    with Sandbox(limits=limits, hide=[root]) as sandbox:
+    with Sandbox(limits=limits, hide=[root], preload=keys.preload) as sandbox:
         result = grade_one(key, notebook, keys=keys, runner=sandbox, reveal=reveal)
     doc = _statuses(outputs.gradescope(result_to_json(result), reveal=reveal))
     header = f"{info.title}: graded with the numbers released to {key.student.name} ({how})."

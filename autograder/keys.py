@@ -39,6 +39,11 @@ class Keys:
                 raise KeyFileError(str(err)) from None
         self._keys: dict[str, Key] = {}
 
+    @property
+    def preload(self) -> tuple[str, ...]:
+        """What every released check needs imported: the sandbox imports it as it starts."""
+        return tuple(dict.fromkeys(m for c in self.checks.values() for m in c.preload))
+
     def __contains__(self, student_id: str) -> bool:
         return student_id in self.release.students
 
@@ -84,6 +89,7 @@ class Keys:
                 seed=probe_seed(q.seed, c.id),
                 params=q.params,
                 isolated=bool(getattr(self.checks[c.checks.file].module, "ISOLATED", False)),
+                preload=self.checks[c.checks.file].preload,
             )
             for q in key.questions
             for c in q.code

@@ -25,6 +25,7 @@ Backends:
 from __future__ import annotations
 
 import dataclasses
+import io
 import itertools
 import json
 import logging
@@ -41,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+import tokenize
 import uuid
 import weakref
 from collections.abc import Sequence
@@ -67,12 +69,15 @@ SETUP_TIMEOUT = 120.0
 DOCKER_START_SECONDS = 30.0
 # The child may import these from the warm executor instead of from disk.
 PRELOAD = ("numpy", "numpy.random", "IPython")
-# Preloaded the first time a plan or notebook mentions the marker: torch (4 s to import),
-# otter, and torch._dynamo, which the first torch.utils.checkpoint call imports (5 s more) - once
-# per batch in the zygote instead of once per submission.
+# Preloaded the first time a notebook's code mentions the marker, for what the plan's
+# checks do not preload already (Probe.preload, from the checks): torch (2 s to import),
+# torch._dynamo, which the first torch.utils.checkpoint call imports (1 s more), and otter -
+# once per batch in the zygote instead of once per submission.  Only code cells count:
+# a free-response answer on checkpointing preloads nothing.
 ON_DEMAND: dict[bytes, tuple[str, ...]] = {
     b"torch": ("torch",),
-    b"checkpoint": ("torch", "torch._dynamo"),
+    b"utils.checkpoint": ("torch", "torch._dynamo"),
+    b"utils import checkpoint": ("torch", "torch._dynamo"),
     b"otter.Notebook": ("otter",),  # public checks (generate --otter): 3 s per notebook
 }
 
@@ -107,6 +112,8 @@ class Probe:
     # probe() runs in the probe process, the student's function behind a proxy; False:
     # in the student's own process, as checks written before the probe process do
     isolated: bool = False
+    # modules the warm executor imports before the run, once per batch (checks.preloads)
+    preload: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -497,6 +504,41 @@ def _open_notebook(path: Path) -> int:
     return fd
 
 
+def _code_text(raw: bytes) -> bytes:
+    """The code of a notebook's code cells without their strings and comments (what
+    ON_DEMAND looks at: an answer or a comment that names torch imports nothing); the
+    whole file if it is not a notebook's JSON (the run then says what is wrong with it)."""
+    try:
+        cells = json.loads(raw)["cells"]
+        sources = [
+            "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+            for c in cells
+            if isinstance(c, dict) and c.get("cell_type") == "code"
+        ]
+        return "\n".join(_without_strings(str(src)) for src in sources).encode()
+    except (ValueError, KeyError, TypeError):
+        return raw
+
+
+def _without_strings(source: str) -> str:
+    """``source`` with its strings and comments blanked; as it is where it does not
+    tokenize (a magic, a syntax error)."""
+    skip = {tokenize.STRING, tokenize.COMMENT}
+    skip |= {getattr(tokenize, n) for n in ("FSTRING_MIDDLE",) if hasattr(tokenize, n)}
+    lines = source.splitlines(keepends=True)
+    starts = list(itertools.accumulate((len(line) for line in lines), initial=0))
+    text = list(source)
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type in skip:
+                a = starts[tok.start[0] - 1] + tok.start[1]
+                b = starts[tok.end[0] - 1] + tok.end[1]
+                text[a:b] = " " * (b - a)
+    except (tokenize.TokenError, SyntaxError):
+        return source
+    return "".join(text)
+
+
 # --------------------------------------------------------------------------- the executor
 
 
@@ -515,6 +557,7 @@ class _Executor:
         self.mode = mode
         self.lock = threading.Lock()
         self.preloaded: set[str] = set()
+        self._pending = False  # a preload's answer not read yet
         self.memory: dict = {}  # the executor's memory cgroups: {"cgroup", "version", "why"}
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = {
@@ -591,25 +634,35 @@ class _Executor:
         except OSError:
             pass
 
-    def preload(self, modules: Sequence[str]) -> None:
-        wanted = [m for m in modules if m not in self.preloaded]
-        if not wanted:
-            return
+    def preload(self, modules: Sequence[str], wait: bool = True) -> None:
+        """Import ``modules`` in the zygote, so that every job after forks with them.
+        ``wait`` False: return at once (the imports overlap the grader's own start); the
+        jobs sent meanwhile start after the imports, and the answer is read later."""
         with self.lock:
-            wanted = [m for m in modules if m not in self.preloaded]
+            self._answer_preload()
+            wanted = [m for m in dict.fromkeys(modules) if m not in self.preloaded]
             if not wanted:
                 return
             socket.send_fds(
                 self.ctrl, [json.dumps({"op": "preload", "modules": wanted}).encode()], []
             )
-            self.ctrl.settimeout(SETUP_TIMEOUT)
-            try:
-                reply = json.loads(self.ctrl.recv(1 << 16) or b"{}")
-            finally:
-                self.ctrl.settimeout(None)
             self.preloaded.update(wanted)  # a failed import is not retried per submission
-            if reply.get("failed"):
-                log.warning("sandbox: could not preload %s", reply["failed"])
+            self._pending = True
+            if wait:
+                self._answer_preload()
+
+    def _answer_preload(self) -> None:
+        """Read the answer of the preload in flight, if any (under the lock)."""
+        if not self._pending:
+            return
+        self.ctrl.settimeout(SETUP_TIMEOUT)
+        try:
+            reply = json.loads(self.ctrl.recv(1 << 16) or b"{}")
+        finally:
+            self.ctrl.settimeout(None)
+        self._pending = False
+        if reply.get("failed"):
+            log.warning("sandbox: could not preload %s", reply["failed"])
 
     def close(self) -> None:
         try:
@@ -650,8 +703,9 @@ class Sandbox:
     ``hide``: paths the notebook must not see (keys, gradebook, submissions, the output
     folder, a secret file); the project's folders, the grader's home and temporary files
     are always hidden.  ``memory_meter``: how the probe process measures the memory of the
-    student's process (MEMORY_METERS; :attr:`memory` says what it got).  ``run`` is
-    thread-safe.
+    student's process (MEMORY_METERS; :attr:`memory` says what it got).  ``preload``: the
+    modules the checks need (``Keys.preload``), imported by the warm executor as it starts,
+    while the grader goes on with its own start.  ``run`` is thread-safe.
     """
 
     def __init__(
@@ -663,12 +717,14 @@ class Sandbox:
         image: str | None = None,
         gpus: str | None = None,
         memory_meter: str = "auto",
+        preload: Sequence[str] = (),
     ):
         if backend not in ("auto", "namespaces", "process", "docker"):
             raise ValueError(f"unknown sandbox backend {backend!r}")
         if memory_meter not in MEMORY_METERS:
             raise ValueError(f"unknown memory meter {memory_meter!r} (one of {MEMORY_METERS})")
         self.memory_meter = memory_meter
+        self.preload = tuple(preload)
         if backend == "docker" and not image:
             raise ValueError("the docker backend needs an image (--image)")
         self.limits = limits
@@ -713,6 +769,7 @@ class Sandbox:
         self._state.executor = _Executor(
             mode, hide, keep, self._state.base_dir, bool(closed), self.memory_meter
         )
+        self._state.executor.preload(self.preload, wait=False)
         self.isolation = mode
         if mode == "process":
             why = reason or "backend 'process' was asked for"
@@ -807,17 +864,14 @@ class Sandbox:
 
     @staticmethod
     def _on_demand(preloaded: set[str], plan: Plan, nb_fd: int) -> list[str]:
-        """The ON_DEMAND modules this notebook or its probes mention, not yet preloaded."""
-        todo = {m for mods in ON_DEMAND.values() for m in mods} - preloaded
-        if not todo:
-            return []
-        size = os.fstat(nb_fd).st_size
-        text = (
-            os.pread(nb_fd, min(size, 64 << 20), 0)
-            + "".join(p.source for p in plan.probes).encode()
-        )
-        wanted = [m for marker, mods in ON_DEMAND.items() if marker in text for m in mods]
-        return [m for m in dict.fromkeys(wanted) if m in todo]
+        """What the plan's probes preload, and the ON_DEMAND modules this notebook's code
+        cells mention, not yet preloaded."""
+        wanted = [m for p in plan.probes for m in p.preload]
+        todo = {m for mods in ON_DEMAND.values() for m in mods} - preloaded - set(wanted)
+        if todo:
+            code = _code_text(os.pread(nb_fd, min(os.fstat(nb_fd).st_size, 64 << 20), 0))
+            wanted += [m for marker, mods in ON_DEMAND.items() if marker in code for m in mods]
+        return [m for m in dict.fromkeys(wanted) if m not in preloaded]
 
     def _run_local(
         self,

@@ -590,9 +590,6 @@ def _dask_runner(scheduler: str, sandbox_args: dict):
 
 
 def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts) -> None:
-    from rich.progress import Progress
-
-    from autograder.batch import grade_batch
     from autograder.keys import Keys
     from autograder.sandbox import Limits, Sandbox
     from contract import KeyFileError
@@ -607,14 +604,23 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
     hide = [keys_dir.resolve(), out.resolve(), submissions.resolve()]
     limits = Limits(wall_seconds=opts["timeout"])
     sandbox_args = dict(
-        backend=opts["backend"], limits=limits, hide=hide, image=opts["image"], gpus=opts["gpus"]
+        backend=opts["backend"],
+        limits=limits,
+        hide=hide,
+        image=opts["image"],
+        gpus=opts["gpus"],
+        preload=keys.preload,
     )
     if opts.get("scheduler"):
         runner = _dask_runner(opts["scheduler"], sandbox_args)
         opts["jobs"] = opts["jobs"] or runner.threads
     else:
-        runner = Sandbox(**sandbox_args)
+        runner = Sandbox(**sandbox_args)  # its executor imports what the checks need...
         opts["jobs"] = opts["jobs"] or 2
+    from rich.progress import Progress  # ...while the grader imports the rest
+
+    from autograder.batch import grade_batch
+
     with (
         runner as sandbox,
         Progress(console=console, transient=True) as bar,

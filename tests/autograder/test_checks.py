@@ -55,6 +55,19 @@ def test_checks_compile_from_their_text_and_write_no_bytecode(tmp_path):
         Checks.from_source("def probe(:\n", str(copy))
 
 
+def test_checks_say_what_the_warm_executor_imports_for_them(tmp_path):
+    """PRELOAD where declared (the checkpointing part: torch.utils.checkpoint's first call
+    imports torch._dynamo), torch where the checks import it, nothing otherwise."""
+    ckpt = load_checks(TEMPLATES / "memory" / "checkpointing-code", "checks.py")
+    assert ckpt.preload == ("torch", "torch._dynamo")
+    assert load_checks(DPO, "checks.py").preload == ("torch",)  # imports torch: derived
+    assert load_checks(SPEC, "checks.py").preload == ()  # NumPy only
+    bad = "PRELOAD = 'torch'\ndef probe(s, seed, p):\n    return 1\n"
+    bad += "def grade(r, s, p):\n    return []\n"
+    with pytest.raises(ChecksError, match="PRELOAD must be a tuple of module names"):
+        Checks.from_source(bad, str(tmp_path / "checks.py"))
+
+
 def test_loader_refuses_files_outside_the_folder_and_bad_checks(tmp_path):
     with pytest.raises(ChecksError, match="outside the question folder"):
         load_checks(RING, "../ring-vs-server/question.yaml")

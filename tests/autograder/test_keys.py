@@ -47,6 +47,7 @@ def test_the_plan_carries_the_released_checks(course):
     assert probe.source == released.read_text(encoding="utf-8")
     assert probe.id == "q1-conv" and probe.seed == probe_seed(key.questions[0].seed, "conv")
     assert keys.plan(key).variables == tuple(a.variable for a in key.questions[0].answers if a.ask)
+    assert probe.preload == ("torch",) == keys.preload  # the sandbox imports it as it starts
 
 
 def test_the_students_process_gets_the_answer_names_and_nothing_of_the_checks(course):

@@ -660,21 +660,36 @@ def test_answers_are_read_by_exact_type():
     assert check_harvest(harvest, plan)["answers"] == got  # what the harness makes passes
 
 
-def test_heavy_imports_are_preloaded_only_for_notebooks_that_mention_them(tmp_path):
-    """torch (4 s) and torch._dynamo (5 s more, imported by the first checkpoint call) are
-    imported once in the zygote for the batches that need them, not per submission."""
+def test_heavy_imports_are_preloaded_for_the_plan_and_for_code_that_uses_them(tmp_path):
+    """torch (2 s) and torch._dynamo (1 s more, imported by the first checkpoint call) are
+    imported once in the zygote for the batches that need them, not per submission: what the
+    plan's checks preload, and what the notebook's code cells use.  Words in a markdown cell
+    or a free-response answer preload nothing."""
 
-    def wanted(text: str, preloaded=frozenset()) -> list[str]:
+    def wanted(cells: list, preloaded=frozenset(), probes=()) -> list[str]:
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [
+            nbformat.v4.new_markdown_cell(c[3:])
+            if c.startswith("md:")
+            else nbformat.v4.new_code_cell(c)
+            for c in cells
+        ]
         path = tmp_path / "nb.ipynb"
-        path.write_text(text)
+        nbformat.write(nb, path)
         fd = os.open(path, os.O_RDONLY)
         try:
-            return Sandbox._on_demand(set(preloaded), Plan(variables=()), fd)
+            return Sandbox._on_demand(set(preloaded), Plan(variables=(), probes=probes), fd)
         finally:
             os.close(fd)
 
-    assert wanted("x = 1") == []
-    assert wanted("import torch") == ["torch"]
-    assert wanted("torch.utils.checkpoint.checkpoint(f, x)") == ["torch", "torch._dynamo"]
-    assert wanted("import torch.utils.checkpoint", {"torch"}) == ["torch._dynamo"]
-    assert wanted("import torch", {"torch", "torch._dynamo"}) == []
+    assert wanted(["x = 1"]) == []
+    assert wanted(["import torch"]) == ["torch"]
+    assert wanted(["torch.utils.checkpoint.checkpoint(f, x)"]) == ["torch", "torch._dynamo"]
+    assert wanted(["import torch.utils.checkpoint"], {"torch"}) == ["torch._dynamo"]
+    assert wanted(["from torch.utils import checkpoint"], {"torch"}) == ["torch._dynamo"]
+    assert wanted(["import torch"], {"torch", "torch._dynamo"}) == []
+    essay = "md:I used torch.utils.checkpoint: checkpointing trades compute for memory."
+    assert wanted([essay, 'answer = "torch.utils.checkpoint halves the memory"']) == []
+    probe = Probe("q1-f", "f", "def probe(s, seed, p):\n    return 1\n", 1, {}, True, ("torch",))
+    assert wanted(["x = 1"], probes=(probe,)) == ["torch"]  # the plan's checks need it
+    assert wanted(["x = 1"], {"torch"}, probes=(probe,)) == []

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 ISOLATED = True  # probe() runs in the probe process; ring_allreduce, in the student's ranks
+PRELOAD = ("torch",)  # the gloo run's ranks join a torch.distributed group
 SIM_SECONDS = 20.0  # the simulated ring, all ranks together
 GLOO_SECONDS = 20.0  # the gloo run, start-up included
 MAX_CALLS_FACTOR = 4  # send_recv calls allowed per rank: 4p (a ring needs 2(p - 1))
