@@ -61,6 +61,18 @@ def close(a: np.ndarray | None, b, rtol: float = 1e-6, atol: float = 1e-9) -> bo
     )
 
 
+def is_slice_of(values: np.ndarray, full: np.ndarray, rtol: float = 1e-6, atol: float = 1e-9):
+    """Whether ``values`` is :func:`close` to a contiguous slice of ``full`` shorter than the
+    whole: every window of ``full`` compared at once, ``np.allclose``'s test (``full`` the
+    reference), finite numbers only."""
+    m, full = values.size, np.asarray(full, dtype=np.float64)
+    if values.ndim != 1 or not 0 < m < full.size or not np.all(np.isfinite(values)):
+        return False
+    windows = np.lib.stride_tricks.sliding_window_view(full, m)
+    near = np.abs(windows - values) <= atol + rtol * np.abs(windows)
+    return bool(np.any(np.all(near & np.isfinite(windows), axis=1)))
+
+
 def plain(values) -> list:
     """Floats for JSON: finite numbers as they are, nan/inf as strings (probe side may copy)."""
     return [float(v) if math.isfinite(v) else str(float(v)) for v in values]

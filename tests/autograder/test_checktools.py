@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from autograder.checktools import chi2_sf, chi2_test, close, matrix, prop, vector
+from autograder.checktools import chi2_sf, chi2_test, close, is_slice_of, matrix, prop, vector
 
 
 def test_chi_square_tail_matches_the_tables():
@@ -35,3 +35,22 @@ def test_prop_clips_the_score_and_numbers_read_only_from_plain_lists():
     assert matrix([[1, 2], [3]]) is None and matrix([]) is None
     assert close(np.array([1.0, 2.0]), [1.0, 2.0 + 1e-12])
     assert not close(None, [1.0]) and not close(np.array([np.nan]), [np.nan])
+
+
+def test_is_slice_of_is_the_loop_of_allclose_over_every_window():
+    """The vectorised test against its definition: np.allclose at each offset (checktools.close)."""
+    rng = np.random.default_rng(7)
+    full = rng.standard_normal(24)
+
+    def loop(values):
+        m = values.size
+        return 0 < m < full.size and any(
+            close(values, full[a : a + m]) for a in range(full.size - m + 1)
+        )
+
+    cases = [full[5:11], full[5:11] * (1 + 5e-7), full[5:11] * (1 + 5e-6), full[:23], full]
+    cases += [full[3:9] + rng.standard_normal(6) * 1e-3, np.array([]), full[2:4][::-1]]
+    cases += [np.array([full[4], np.nan]), np.array([full[4], np.inf]), full[0:1]]
+    for values in cases:
+        assert is_slice_of(values, full) == loop(values), values
+    assert not is_slice_of(full[5:11].reshape(2, 3), full)  # a vector or nothing
