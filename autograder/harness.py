@@ -702,11 +702,12 @@ class _Server:
                 import shutil
 
                 shutil.rmtree(os.path.dirname(store[len("file://") :]), ignore_errors=True)
-            for pid in pids:
+            for pid in pids:  # every rank killed first: their teardowns run side by side
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
+            for pid in pids:
                 try:
                     os.waitpid(pid, 0)
                 except OSError:

@@ -5,9 +5,10 @@
 times on one list where several answers share the highest count, and N_VOTES times on
 simulated runs (each right with probability q, wrong answers never coinciding), with a
 generator seeded from the grading seed, in batches, and counts the answers here.
-``grade`` runs in the trusted process: it redraws the lists and applies a chi-square test
-of uniform tie-breaking and a binomial test of the vote's success against
-P(X ≥ 2) + P(X = 1)/r, each at the false-fail rate FALSE_FAIL.
+``grade`` runs in the trusted process: it redraws the lists and applies chi-square tests
+of uniform tie-breaking (of the answers, and of the pairs of answers of consecutive calls,
+so that ties dealt in turn are not taken for random ones) and a binomial test of the
+vote's success against P(X ≥ 2) + P(X = 1)/r, each at the false-fail rate FALSE_FAIL.
 """
 
 from __future__ import annotations
@@ -88,12 +89,20 @@ def probe(student, seed: int, params: dict) -> dict:
         out["clear"] = votes([list(answers) for answers, _ in c["clear"]])
         wins: dict = {a: 0 for a in c["tied"]}
         others = 0
+        order = []  # which tied answer each call gave, in call order (None: another)
         for a in votes([list(c["ties"])], N_TIES):
             if type(a) is str and a in wins:
                 wins[a] += 1
+                order.append(c["tied"].index(a))
             else:
                 others += 1
+                order.append(None)
         out["ties"] = [wins[a] for a in c["tied"]] + [others]
+        pairs = [0] * 9  # calls 2i and 2i + 1: which tied answer followed which
+        for first, second in zip(order[::2], order[1::2], strict=False):
+            if first is not None and second is not None:
+                pairs[3 * first + second] += 1
+        out["pairs"] = pairs
         runs = np.random.default_rng(c["runs_seed"])
         right = runs.random((N_VOTES, c["n_runs"])) < c["q"]
         lists = [
@@ -154,15 +163,28 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
     else:
         stat, dof, pval = chi2_test(np.array(ties[:3]), np.full(3, 1 / 3))
         test = f"χ² = {stat:.1f} on {dof} degrees of freedom, p-value {pval:.2g}"
-        if pval >= FALSE_FAIL:
-            msg = f"The three tied answers win {ties[:3]} of {N_TIES} calls ({test})."
+        pairs = r.get("pairs")
+        if isinstance(pairs, list) and len(pairs) == 9 and all(type(x) is int for x in pairs):
+            pair_stat, pair_dof, pair_p = chi2_test(np.array(pairs), np.full(9, 1 / 9))
         else:
+            pair_stat, pair_dof, pair_p = math.nan, 8, 0.0
+        if pval < FALSE_FAIL:
             msg = (
                 f"The three tied answers win {ties[:3]} of {N_TIES} calls ({test} < "
                 f"{FALSE_FAIL:g}): break ties uniformly at random with rng, not by order or "
                 "value (Exercise 14 breaks ties at random)."
             )
-        props.append(prop(name, 2.0, pval >= FALSE_FAIL, msg))
+        elif pair_p < FALSE_FAIL:
+            msg = (
+                f"The three tied answers win {ties[:3]} of {N_TIES} calls, but not at random: "
+                f"which answer follows which on consecutive calls is far from uniform ({pairs} "
+                f"for the 9 pairs; χ² = {pair_stat:.1f} on {pair_dof} degrees of freedom, "
+                f"p-value {pair_p:.2g} < {FALSE_FAIL:g}). Draw each tie-break from rng, "
+                "independently of the calls before, instead of dealing the tied answers in turn."
+            )
+        else:
+            msg = f"The three tied answers win {ties[:3]} of {N_TIES} calls ({test})."
+        props.append(prop(name, 2.0, min(pval, pair_p) >= FALSE_FAIL, msg))
 
     succ = r.get("successes")
     name = "plurality vote succeeds with P(X ≥ 2) + P(X = 1)/r"
