@@ -24,6 +24,7 @@ import builtins
 import json
 import math
 import os
+import re
 import sys
 import types
 
@@ -482,6 +483,55 @@ def _flush() -> None:
             pass
 
 
+# What IPython's input transformers would change: a line that starts with a magic, a shell
+# escape, help or autocall (% ! ? , ; /) or a prompt (>>> ... In [), help at a line's end,
+# an assignment from a magic or a shell command.  A cell with none of them, not indented
+# and without `await`, is already the Python IPython would run, unless it is one line whose
+# first name is a magic's or an autocall's (an automagic: `ls`, `cd x`; `exit`): it skips
+# the transformation, which tokenizes the whole cell (and, for top-level await, compiles it
+# once more), about half of what IPython adds to a cell.  The rest of run_cell still runs.
+_IPYTHON_SYNTAX = re.compile(
+    r"^[ \t]*(?:[%!?,;/]|>>>|\.\.\.|In \[)|\?[ \t]*(?:#.*)?$|=[ \t]*[%!]", re.MULTILINE
+)
+_FIRST_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def _plain_python(shell, source: str) -> bool:
+    stripped = source.lstrip("\n")
+    if (
+        not stripped.strip()
+        or stripped[:1].isspace()
+        or "await" in source
+        or shell.input_transformers_post
+        or _IPYTHON_SYNTAX.search(source) is not None
+    ):
+        return False
+    if "\n" in stripped.rstrip():
+        return True
+    first = _FIRST_NAME.match(stripped)
+    if first is None:
+        return False
+    try:
+        from IPython.core.autocall import IPyAutocall
+        from IPython.core.macro import Macro
+
+        bound = shell.user_ns.get(first.group(0))
+        return shell.find_magic(first.group(0)) is None and not isinstance(
+            bound, (IPyAutocall, Macro)
+        )
+    except Exception:  # noqa: BLE001 - the notebook's objects: IPython decides
+        return False
+
+
+def _sync(coro):
+    """Run a coroutine that never awaits (IPython's own pseudo-sync runner)."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    raise RuntimeError(f"{coro!r} needs a running event loop")
+
+
 def run_submission(notebook_path: str, plan: dict, result_fd: int, limits: dict) -> None:
     """Run the notebook's code cells in order, then harvest; write the envelope once."""
     global _main_pid
@@ -509,9 +559,15 @@ def run_submission(notebook_path: str, plan: dict, result_fd: int, limits: dict)
     ns = shell.user_ns
     records = []
     run_cell = _type(shell).run_cell
+    run_async = _type(shell).run_cell_async
     for index, source in cells:
         try:
-            result = run_cell(shell, source, store_history=True)
+            if _plain_python(shell, source):
+                result = _sync(
+                    run_async(shell, source, store_history=True, transformed_cell=source)
+                )
+            else:
+                result = run_cell(shell, source, store_history=True)
             err = result.error_before_exec or result.error_in_exec
         except BaseException as exc:  # noqa: BLE001
             err = exc

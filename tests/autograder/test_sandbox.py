@@ -233,6 +233,44 @@ def test_magics_work_or_are_refused_cleanly(sandbox, tmp_path):
     assert "SHELL-RAN" not in outcome.log.replace("echo SHELL-RAN", "")
 
 
+def test_cells_without_ipython_syntax_run_as_ipython_runs_them(sandbox, tmp_path):
+    """harness._plain_python: a cell IPython would not transform skips the transformation
+    and nothing else.  A single line that is an automagic still is one (refused), future
+    imports carry to the next cells, IPython's builtins are there, a failing cell is
+    recorded and the next one runs."""
+    nb = notebook(
+        tmp_path / "plain.ipynb",
+        "ls",  # one line, a magic's name: %ls, refused
+        "from __future__ import annotations\ndef f(x: Undefined) -> int:\n    return 2 * x",
+        "def g(x: AlsoUndefined):\n    return f(x)\nq1_a = g(1.5)",  # the future import holds
+        "display('shown')\nq1_b = type(get_ipython()).__name__",
+        "1 / 0\nq1_c = 'not reached'",
+        "q1_c = 'ran'",
+    )
+    outcome = sandbox.run(nb, PLAN)
+    assert outcome.error is None, outcome.error
+    cells = outcome.harvest["cells"]
+    assert cells[0]["error"].startswith("RefusedMagic: ") and "%ls" in cells[0]["error"]
+    assert [c["ok"] for c in cells[1:]] == [True, True, True, False, True]
+    assert cells[4]["error"].startswith("ZeroDivisionError")
+    answers = outcome.harvest["answers"]
+    assert answers["q1_a"] == {"kind": "number", "value": 3.0}
+    assert answers["q1_b"] == {"kind": "string", "value": "InteractiveShell"}
+    assert answers["q1_c"] == {"kind": "string", "value": "ran"}
+
+
+def test_only_what_ipython_would_not_transform_skips_its_transformation():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    plain = ["x = 1\ny = x % 2", "a = b != c\nd = 'why?'  # no help", "time_s = 3", "f(1)"]
+    ipython = ["%time x = 1", "x = !ls", "x = %who_ls", "len?", "x = 1\nlen?", "ls", "exit"]
+    ipython += ["  indented = 1\n  y = 2", ">>> x = 1\n>>> y = 2", "await g()\nx = 1", "", "\n"]
+    ipython += ["x = 1\n%time y = 2", "x = 1\n!ls", "In [1]: x = 1\ny = 2", "len?  # help"]
+    assert [harness._plain_python(shell, c) for c in plain] == [True] * len(plain)
+    assert [harness._plain_python(shell, c) for c in ipython] == [False] * len(ipython)
+
+
 @needs_namespaces
 def test_the_student_sees_only_its_copy(sandbox, tmp_path):
     project = str(Path(__file__).resolve().parents[2] / "autograder")
