@@ -4,33 +4,38 @@
     ratio to a cold ``python -c "import numpy"`` measured in the same run (target <= 0.25).
 (c) The probe process: a notebook with one ISOLATED probe calling its function once,
     against the same notebook without it, in the same run.
-(b) Batch: the solution notebooks of tdlsm/hw1 for a 40-student roster with 2 threads,
-    sandbox and trusted grading (``grade_one``; target < 10 s).  What is paid once per
-    batch (the executor's start, the first submission importing torch for the ring's
-    checks) and the release are timed apart.
+(b) Batch: ``scalegrade grade`` of the solution notebooks of tdlsm/hw1 for a 40-student
+    roster, 2 jobs, every check on, as a user runs it (a process of its own, everything it
+    pays included): the time per submission in units (target <= 1.5), and the peak memory
+    of the whole process tree.
+(d) Growth: the same at 10, 40 and 160 submissions: the time per submission (the slope)
+    and what is paid once (the intercept), and the time to the first verdict (the first
+    results.json written; target <= 3 s), what a one-submission run (Gradescope) waits.
 
-    .venv/bin/python bench/grade_bench.py [--students 40] [--jobs 2] [--backend auto]
+The unit is one cold ``python -c "import numpy"``, measured in the same run.
+
+    .venv/bin/python bench/grade_bench.py [--students 40] [--growth 10,40,160] [--jobs 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from autograder.keys import Keys  # noqa: E402
 from autograder.sandbox import Plan, Probe, Sandbox  # noqa: E402
-from autograder.submission import grade_one  # noqa: E402
 from generator import bank  # noqa: E402
 
 
@@ -115,79 +120,136 @@ def release_hw1(folder: Path, students: int) -> tuple[Path, Path, float]:
     return out / "solutions", out / "keys", time.perf_counter() - start
 
 
-def batch(sandbox: Sandbox, solutions: Path, keys_dir: Path, jobs: int) -> dict:
-    keys = Keys(keys_dir)
-    notebooks = sorted(solutions.glob("*/*.ipynb"))
+class Peak:
+    """The peak memory of a command's whole process tree: a memory cgroup of its own where
+    this runs as root with cgroups (v1 max_usage_in_bytes, v2 memory.peak), else the largest
+    single process's peak RSS (getrusage of the children)."""
 
-    def one(path: Path) -> tuple[str | None, float]:
-        key = keys.key(path.parent.name)
-        result = grade_one(key, path, keys=keys, runner=sandbox, reveal=False)
-        return result.error, result.score / result.max_score
+    def __init__(self) -> None:
+        from autograder import executor
 
-    # Warm-up: the first submission pays the one-time import of what its checks need
-    # (torch for the ring's gloo run) in the warm executor, once per batch.
-    start = time.perf_counter()
-    one(notebooks[0])
-    warmup = time.perf_counter() - start
-    start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(one, notebooks))
-    seconds = time.perf_counter() - start
-    return {
-        "n": len(notebooks),
-        "seconds": seconds,
-        "warmup": warmup,
-        "errors": [e for e, _ in results if e],
-        "mean_score": statistics.mean(s for _, s in results),
-    }
+        self.folder = None
+        try:
+            version, own, _ = executor._grader_memory_cgroup()
+            folder = Path(own) / f"scalegrade-bench-{os.getpid()}"
+            folder.mkdir()
+            self.folder, self.version = folder, version
+        except OSError:
+            pass
+
+    @property
+    def what(self) -> str:
+        return "the batch's memory cgroup" if self.folder else "the largest process's RSS"
+
+    def join(self) -> None:  # in the child, before exec
+        if self.folder:
+            (self.folder / "cgroup.procs").write_text(str(os.getpid()))
+
+    def read(self) -> int:
+        if self.folder:
+            name = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"
+            return int((self.folder / name).read_text())
+        return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+
+    def close(self) -> None:
+        if self.folder:
+            for _ in range(50):
+                try:
+                    self.folder.rmdir()
+                    return
+                except OSError:
+                    time.sleep(0.1)
+
+
+def grade_cli(solutions: Path, keys_dir: Path, out: Path, n: int, jobs: int) -> dict:
+    """`scalegrade grade` on the first ``n`` solution notebooks, as a user runs it: the
+    wall time, the time to its first verdict (the first results.json written), its peak
+    memory and its mean score."""
+    subset = out.parent / f"submissions-{n}"
+    for folder in sorted(solutions.iterdir())[:n]:
+        shutil.copytree(folder, subset / folder.name)
+    peak = Peak()
+    command = [sys.executable, "-m", "scalegrade.cli", "grade", "tdlsm/hw1", str(subset)]
+    command += ["--keys", str(keys_dir), "--out", str(out), "--jobs", str(jobs)]
+    try:
+        start = time.time()
+        done = subprocess.run(command, capture_output=True, text=True, preexec_fn=peak.join)
+        wall = time.time() - start
+        memory = peak.read()
+    finally:
+        peak.close()
+    if done.returncode:
+        sys.exit(f"scalegrade grade failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    results = [json.loads(p.read_text()) for p in out.glob("*/results.json")]
+    first = min(p.stat().st_mtime for p in out.glob("*/results.json")) - start
+    summary = (out / "summary.csv").read_text().splitlines()
+    header = summary[0].split(",")
+    errors = [row for row in summary[1:] if row.split(",")[header.index("error")]]
+    score = statistics.mean(r["score"] / r["max_score"] for r in results)
+    return {"n": len(results), "wall": wall, "first": first, "memory": memory,
+            "memory_how": peak.what, "score": score, "errors": len(errors)}  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=40)
+    parser.add_argument("--growth", default="10,40,160", help="batch sizes for (d)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--backend", default="auto")
     args = parser.parse_args()
+    sizes = sorted({int(x) for x in args.growth.split(",") if x} | {args.students})
     folder = Path(tempfile.mkdtemp(prefix="scalegrade-bench-"))
     try:
-        cold = cold_numpy(7)
-        solutions, keys_dir, release_s = release_hw1(folder, args.students)
+        unit = cold_numpy(7)
+        solutions, keys_dir, release_s = release_hw1(folder, max(sizes))
         start = time.perf_counter()
         with Sandbox(backend=args.backend, hide=[keys_dir, folder]) as sandbox:
             startup = time.perf_counter() - start
             warm = overhead(sandbox, folder, args.runs)
             bare, probed = probe_overhead(sandbox, folder, args.runs)
-            result = batch(sandbox, solutions, keys_dir, args.jobs)
             isolation = sandbox.isolation
+        runs = {n: grade_cli(solutions, keys_dir, folder / f"out-{n}", n, args.jobs) for n in sizes}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    ratio = warm / cold
-    print(f"sandbox: {isolation}")
+    print(f"sandbox: {isolation}; unit: one cold `python -c 'import numpy'` = {unit * 1e3:.0f} ms")
+    ratio = warm / unit
     print(
-        f"(a) per-submission overhead (trivial notebook): {warm * 1e3:.1f} ms; "
-        f"cold `python -c 'import numpy'`: {cold * 1e3:.1f} ms; "
-        f"ratio {ratio:.3f} (target <= 0.25: {'met' if ratio <= 0.25 else 'MISSED'})"
+        f"(a) per-submission overhead (trivial notebook): {warm * 1e3:.1f} ms = {ratio:.3f} "
+        f"units (target <= 0.25: {'met' if ratio <= 0.25 else 'MISSED'}); executor start "
+        f"{startup:.2f} s"
     )
     print(
         f"(c) the probe process: the same notebook {bare * 1e3:.1f} ms without a probe, "
         f"{probed * 1e3:.1f} ms with one probe process calling it once: "
         f"+{(probed - bare) * 1e3:.1f} ms, ratio {probed / bare:.2f}"
     )
+    b = runs[args.students]
+    per = b["wall"] / b["n"]
     print(
-        f"(b) {result['n']} tdlsm/hw1 solution notebooks, {args.jobs} threads, sandbox and "
-        f"trusted grading: {result['seconds']:.2f} s "
-        f"({result['seconds'] / max(1, result['n']) * 1e3:.0f} ms each; target < 10 s: "
-        f"{'met' if result['seconds'] < 10 else 'MISSED'}); mean score "
-        f"{result['mean_score']:.1%}; errors {len(result['errors'])}"
+        f"(b) `scalegrade grade` of {b['n']} tdlsm/hw1 solution notebooks, {args.jobs} jobs, "
+        f"every check on: {b['wall']:.2f} s, {per * 1e3:.0f} ms = {per / unit:.2f} units per "
+        f"submission (target <= 1.5: {'met' if per / unit <= 1.5 else 'MISSED'}); peak memory "
+        f"{b['memory'] / 2**20:.0f} MiB ({b['memory_how']}); mean score {b['score']:.1%} "
+        f"(free-response parts pending); errors {b['errors']}"
+    )
+    small, large = runs[sizes[0]], runs[sizes[-1]]
+    slope = (large["wall"] - small["wall"]) / max(1, large["n"] - small["n"])
+    fixed = small["wall"] - slope * small["n"]
+    print(
+        f"(d) growth, {args.jobs} jobs: "
+        + "; ".join(
+            f"{n}: {r['wall']:.1f} s ({r['wall'] / r['n'] * 1e3:.0f} ms each, "
+            f"{r['memory'] / 2**20:.0f} MiB)"
+            for n, r in runs.items()
+        )
     )
     print(
-        f"    once per batch, not in (b): executor start {startup:.2f} s; first submission "
-        f"{result['warmup']:.2f} s (imports its checks' torch into the warm executor); "
-        f"release of the {args.students} notebooks {release_s:.1f} s"
+        f"    per submission {slope * 1e3:.0f} ms ({slope / unit:.2f} units), fixed {fixed:.2f} s; "
+        f"first verdict after {small['first']:.2f} s (target <= 3 s: "
+        f"{'met' if small['first'] <= 3 else 'MISSED'})"
     )
-    for error in result["errors"][:5]:
-        print(f"    error: {error}")
+    print(f"    not in the above: release of the {max(sizes)} notebooks {release_s:.1f} s")
 
 
 if __name__ == "__main__":
