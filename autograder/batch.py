@@ -135,7 +135,7 @@ def grade_batch(
             outputs.feedback_html(doc, title=f"{info.title} — {student_id}", solutions=solutions),
         )
         with lock:
-            book.record(info.assignment, result)
+            book.record(info.assignment, result, doc)
             counts["errors" if result.error else "graded"] += 1
         if on_done:
             on_done(result)
