@@ -868,9 +868,11 @@ class Sandbox:
         cells mention, not yet preloaded."""
         wanted = [m for p in plan.probes for m in p.preload]
         todo = {m for mods in ON_DEMAND.values() for m in mods} - preloaded - set(wanted)
-        if todo:
-            code = _code_text(os.pread(nb_fd, min(os.fstat(nb_fd).st_size, 64 << 20), 0))
-            wanted += [m for marker, mods in ON_DEMAND.items() if marker in code for m in mods]
+        markers = [marker for marker, mods in ON_DEMAND.items() if todo & set(mods)]
+        raw = os.pread(nb_fd, min(os.fstat(nb_fd).st_size, 64 << 20), 0) if markers else b""
+        if any(marker in raw for marker in markers):  # then only in code: 20 ms, not 0.1
+            code = _code_text(raw)
+            wanted += [m for marker in markers if marker in code for m in ON_DEMAND[marker]]
         return [m for m in dict.fromkeys(wanted) if m not in preloaded]
 
     def _run_local(
