@@ -4,7 +4,9 @@
 ``gossip(adjacency, x, eps)`` on four graphs drawn from the seed (a ring, a torus, a
 random graph whose degrees differ and a complete bipartite graph) and returns W, λ, the
 rounds and the final values. ``grade`` runs in the trusted process: it redraws the graphs
-and the start values, checks W, and recomputes λ and the rounds from the student's own W.
+and the start values, checks W, and recomputes λ and the rounds from the student's own W,
+and x_out as Wᵗ x, so that the mean kept and the ε reached are those of the student's own
+gossip, never of values moved afterwards (x_out re-centred on the mean of x).
 
 The properties are separated on purpose: λ and the rounds are judged against the
 student's W, so that the row weights 1/(deg_i + 1) of a graph whose degrees differ cost
@@ -206,6 +208,13 @@ def _matrix_verdict(W, adj: np.ndarray) -> str | None:
     return None
 
 
+def _after(W: np.ndarray, x: np.ndarray, t: int, x_out: np.ndarray, scale: float) -> bool:
+    """Whether ``x_out`` is W^t x, the values after t rounds x ← W x, up to rounding."""
+    with np.errstate(all="ignore"):
+        reached = np.linalg.matrix_power(W, t) @ x
+        return bool(np.all(np.abs(x_out - reached) <= TOL * scale))
+
+
 def grade(result: dict, seed: int, params: dict) -> list[dict]:
     """Check W, λ of the student's W, the rounds with the student's W, and x_out."""
     from autograder.checktools import matrix, prop, vector
@@ -279,13 +288,20 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
             else:
                 why = f"{got} rounds do not match a simulation with your W"
             rounds_notes.append(f"{where} (ε = {c['eps']:g}): {why}.")
-        # x_out: the mean kept, within ε of the consensus
+        # x_out: what the gossip with the student's W gave, the mean kept, within ε of it
         x_out = vector(rec.get("x_out"), p)
         x = c["x"]
         scale = np.abs(x).max()
+        steps = {t for t in (expected_rounds, got) if type(t) is int and 0 <= t <= MAX_ROUNDS}
         if x_out is None or not np.all(np.isfinite(x_out)):
             mean_ok.append(False)
             mean_notes.append(f"{where}: x_out is not {p} finite numbers.")
+        elif not any(_after(own, x, t, x_out, scale) for t in steps):
+            mean_ok.append(False)
+            mean_notes.append(
+                f"{where}: x_out is not Wᵗ x, the values that t rounds x ← W x with your W "
+                "reach (t your rounds, or a simulation's)."
+            )
         elif abs(x_out.mean() - x.mean()) > TOL * scale:
             mean_ok.append(False)
             mean_notes.append(f"{where}: the mean of x_out is not the mean of x.")

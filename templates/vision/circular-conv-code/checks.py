@@ -3,10 +3,11 @@
 ``probe`` runs in the probe process, beside the student's: it calls the student's
 ``circular_conv2d`` on float64 tensors drawn from the seed (one channel with k = 3 and 5,
 then c_in = 3 → c_out = 2), at stride 1 and 2, on the inputs and on their cyclic shifts,
-and returns the outputs. ``grade`` runs in the trusted process: it recomputes the circular
-cross-correlation of conv2d(padding_mode="circular") from the seed, and checks the
-equivariance properties on the student's own outputs, so that a wrong value and a broken
-symmetry count apart."""
+and returns the outputs; each output compared with another comes from a process of its
+own, forked from the student's, so that no call can remember another.  ``grade`` runs in
+the trusted process: it recomputes the circular cross-correlation of
+conv2d(padding_mode="circular") from the seed, and checks the equivariance properties on
+the student's own outputs, so that a wrong value and a broken symmetry count apart."""
 
 from __future__ import annotations
 
@@ -67,41 +68,68 @@ def _plain(values) -> list:
     return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
 
 
-def _call(student, x: np.ndarray, w: np.ndarray, stride: int, shift=(0, 0)) -> dict:
+def _args(x: np.ndarray, w: np.ndarray, stride: int, shift=(0, 0)) -> tuple:
+    """The arguments of one call: x rolled by ``shift``, as float64 tensors."""
     import torch
 
     xt = torch.roll(torch.tensor(x, dtype=torch.float64), shifts=shift, dims=(1, 2))
     wt = torch.tensor(w, dtype=torch.float64)
+    return (xt, wt) if stride == 1 else (xt, wt, stride)
+
+
+def _record(out) -> dict:
+    """What one call returned, or the exception it raised, as plain data."""
+    if isinstance(out, BaseException):
+        return {"error": f"{type(out).__name__}: {out}"[:300]}
     try:
-        out = student(xt, wt) if stride == 1 else student(xt, wt, stride)
         if hasattr(out, "detach"):
             out = out.detach().cpu().numpy()
         y = np.asarray(out, dtype=np.float64)
-    except BaseException as err:  # noqa: BLE001 - anything the student raises
+    except BaseException as err:  # noqa: BLE001 - anything the student's value raises
         return {"error": f"{type(err).__name__}: {err}"[:300]}
     if y.size > 4096:
         return {"error": f"the output has shape {list(y.shape)}, far too large"}
     return {"error": None, "shape": list(y.shape), "value": _plain(y.reshape(-1))}
 
 
+def _call(student, x: np.ndarray, w: np.ndarray, stride: int) -> dict:
+    try:
+        out = student(*_args(x, w, stride))
+    except BaseException as err:  # noqa: BLE001 - anything the student raises
+        out = err
+    return _record(out)
+
+
 def probe(student, seed: int, params: dict) -> dict:
-    """Call circular_conv2d on the seed's inputs and their shifts; return the outputs."""
+    """Call circular_conv2d on the seed's inputs and their shifts; return the outputs.
+
+    The outputs that the equivariance properties compare with each other come first, each
+    from a call of its own in a process of its own, forked from the student's before any
+    of these inputs was sent, all running at once (``student.ranks``): no call can see
+    another, nor remember an earlier one, so an output cache (a rolled input answered with
+    the earlier output, rolled) has nothing to draw on.  Then the student's process
+    computes the outputs compared with the reference only: the values at stride 1 and 2
+    and the channels (what it may have seen of the ranks' calls cannot help there)."""
     c = cases(seed)
-    single = [
-        {
-            "plain": _call(student, s["x"], s["w"], 1),
-            "shifted": _call(student, s["x"], s["w"], 1, s["shift"]),
-        }
-        for s in c["single"]
-    ]
     s = c["single"][0]
+    calls = [
+        _args(case["x"], case["w"], 1, shift)
+        for case in c["single"]
+        for shift in ((0, 0), case["shift"])
+    ]
+    calls += [_args(s["x"], s["w"], 2, shift) for shift in ((0, 0), c["even"], c["odd"])]
+    apart = [_record(out) for out in student.ranks(calls)]
     return {
-        "single": single,
+        "single": [
+            {"plain": _call(student, case["x"], case["w"], 1), "base": base, "shifted": moved}
+            for case, base, moved in zip(c["single"], apart[0:4:2], apart[1:4:2], strict=True)
+        ],
         "multi": _call(student, c["multi"]["x"], c["multi"]["w"], 1),
         "stride2": {
             "plain": _call(student, s["x"], s["w"], 2),
-            "even": _call(student, s["x"], s["w"], 2, c["even"]),
-            "odd": _call(student, s["x"], s["w"], 2, c["odd"]),
+            "base": apart[4],
+            "even": apart[5],
+            "odd": apart[6],
         },
     }
 
@@ -199,10 +227,10 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
     )
     props.append(prop(*NAMES["channels"], ok, msg))
 
-    # 3. equivariance at stride 1, on the student's own outputs
+    # 3. equivariance at stride 1, on the student's own outputs (from processes apart)
     oks, notes = [], []
     for case, rec in zip(c["single"], single, strict=True):
-        base, why = _output(rec.get("plain"))
+        base, why = _output(rec.get("base"))
         moved, why2 = _output(rec.get("shifted"))
         if base is None or moved is None:
             oks.append(False)
@@ -233,7 +261,8 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
     props.append(prop(*NAMES["stride"], ok, msg))
 
     # 5. stride 2 follows even shifts (2t → t) and no odd one, on the student's own outputs
-    base, why = _output(s2.get("plain"))
+    # (each from a process of its own)
+    base, why = _output(s2.get("base"))
     even, why_even = _output(s2.get("even"))
     odd, why_odd = _output(s2.get("odd"))
     (a, b), odd_shift = c["even"], c["odd"]
