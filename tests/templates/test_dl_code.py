@@ -135,18 +135,63 @@ def test_ddpm_without_optimal_eps_loses_only_that_property():
 
 
 def test_ddpm_probe_measures_the_notes_std_and_is_plain_json():
-    """Ex. 9(b): about 0.51 for s = 0.5 and 1.98 for s = 2 with σ_t² = β_t."""
+    """Ex. 9(b): about 0.51 for s = 0.5 and 1.98 for s = 2 with σ_t² = β_t; the check's runs
+    draw their s from the seed (one below 1, one above) and expect the same recursion's std."""
     module = load_checks(DDPM, "checks.py").module
     result = module.probe(student_for(module, cell(DDPM, "ddpm_sample")), 3, {})
     json.dumps(result, allow_nan=False)
     stds = [math.sqrt(r["sum_sq"] / (2 * module.STD_POINTS)) for r in result["std"]]
-    assert stds == pytest.approx([0.51, 1.98], abs=0.02)
+    data_stds = module.cases(3)["data_stds"]
+    assert data_stds[0] < 1 < data_stds[1]
+    assert stds == pytest.approx([ddpm_sample_std(s) for s in data_stds], rel=0.01)
+    assert [len(r["chain"]) for r in result["std"]] == [len(module.NOTES_BETAS)] * 2
     assert [ddpm_sample_std(s) for s in (0.5, 2.0)] == pytest.approx([0.51, 1.98], abs=0.01)
 
     def diverging(eps_fn, betas, n, rng):
         return np.full((n, 2), np.nan)
 
     json.dumps(module.probe(student_for(module, diverging), 3, {}), allow_nan=False)
+
+
+BETA_TILDE = (  # σ_t² = β̃_t, the posterior variance, instead of β_t
+    "x = x + np.sqrt(beta) * rng",
+    "x = x + np.sqrt(beta * (1 - alpha_bars[t - 2]) / (1 - alpha_bar)) * rng",
+)
+
+
+def _rescaled(where: str):
+    """The sampler with σ_t² = β̃_t, its std runs' samples (or x_1, before the last step)
+    rescaled to the std the check expects for the s it solves from ε*(x_T, T)."""
+    source = sources(DDPM).solution.replace(*BETA_TILDE)
+    step, end = "        eps = eps_fn(x, t)\n", "    return x\n"
+    assert source.count(step) == source.count(end) == 1
+    rescale = "x = x * (target / x.std()) if len(betas) == 100 else x\n"
+    infer = (  # ε*(x_T, T) = √(1 − ᾱ_T) x_T / (ᾱ_T s² + 1 − ᾱ_T), solved for s
+        "        if t == len(betas):\n"
+        "            var = np.sqrt(1 - alpha_bar) * x[0, 0] / eps_fn(x, t)[0, 0]\n"
+        "            target = ddpm_sample_std(np.sqrt((var - 1 + alpha_bar) / alpha_bar))\n"
+    )
+    if where == "x_1":
+        source = source.replace(step, infer + "        if t == 1:\n            " + rescale + step)
+    else:
+        source = source.replace(step, infer + step).replace(end, "    " + rescale + end)
+    source = source.replace(
+        "import numpy as np\n",
+        "import numpy as np\n\nfrom costmodel.diffusion import ddpm_sample_std\n",
+    )
+    return define(source, str(DDPM / "solution.py"), "ddpm_sample")
+
+
+@pytest.mark.parametrize("where", ["samples", "x_1"])
+def test_ddpm_samples_rescaled_to_the_expected_std_still_lose_the_std(where):
+    """A sampler with the wrong variance whose std runs' samples are brought to the std the
+    check expects (s solved from ε*) loses what it loses without: they are not the end of
+    the chain ε* saw."""
+    props = grade(DDPM, _rescaled(where), 3)
+    plain = grade(DDPM, cell(DDPM, "ddpm_sample", *BETA_TILDE), 3)
+    assert lost(props) == lost(plain) == {DDPM_PROPS["noise"], DDPM_PROPS["std"]}
+    assert fraction(props) == fraction(plain)
+    assert "do not rescale" in messages(props)
 
 
 # --- REINFORCE with a baseline (Ex. 10) ------------------------------------------------------
@@ -216,6 +261,25 @@ def test_bandit_mistakes_lose_exactly_what_they_break(fn, broken, hint):
     props = grade(BANDIT, fn, 3)
     assert lost(props) == {BANDIT_PROPS[k] for k in broken}
     assert hint in messages(props)
+
+
+def bandit_moments_matched(theta, b, n, rng):
+    """The baseline ignored, the estimates then moved and scaled to the mean σ(1 − σ) and
+    the variance of Ex. 10(a) (at b* = 1 − σ: the constant σ(1 − σ))."""
+    sigma = _sigma(theta)
+    g = bandit_baseline_ignored(theta, b, n, rng)
+    mu = sigma * (1 - sigma)
+    var = mu * ((1 - sigma) * (1 - b) ** 2 + sigma * b**2 - mu)
+    return mu + (g - g.mean()) * math.sqrt(max(var, 0.0)) / g.std()
+
+
+def test_bandit_moments_matched_lose_what_the_ignored_baseline_loses():
+    """Moments can be matched, the estimates' values cannot: (1 − b)(1 − σ) or bσ."""
+    props = grade(BANDIT, bandit_moments_matched, 3)
+    plain = grade(BANDIT, bandit_baseline_ignored, 3)
+    assert lost(props) == lost(plain) == {BANDIT_PROPS["variance"], BANDIT_PROPS["optimal"]}
+    assert fraction(props) == fraction(plain)
+    assert "not (1 − b)(1 − σ)" in messages(props)
 
 
 def test_bandit_reference_reproduces_the_notes_variances_and_is_plain_json():

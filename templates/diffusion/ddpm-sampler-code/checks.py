@@ -5,14 +5,20 @@
 namespace) on arrays drawn from the seed; runs ``ddpm_sample`` for a few steps with a test
 predictor ε̂(x, t) = tanh(w_t x + c_t) that records every x_t it is called with, so that
 each reverse step can be checked without knowing the student's noise draws; and runs
-``ddpm_sample`` with ε* on the notes' schedule for s = 0.5 and 2, returning the sums
-needed for the samples' variance.
+``ddpm_sample`` with ε* on the notes' schedule for two data scales s drawn from the seed
+(one below 1, one above: the std to expect is no constant of the notes), returning the
+sums needed for the samples' variance and, step by step, those of the residual
+x_{t−1} − k_t x_t of the chain that ε* saw (k_t: the reverse step's gain with ε*).
 
 ``grade`` runs in the trusted process.  For each recorded step it computes the residual
 r = x_{t−1} − (x_t − β_t/√(1 − ᾱ_t) ε̂)/√α_t and regresses it on (1, x_t, ε̂): a correct
 step leaves pure noise N(0, β_t) (no noise at t = 1), a wrong mean leaves a component
 that the regression finds (Wald test), and the regression's residual variance tests the
-noise whatever the mean.  Every statistical test has a false-fail rate of FALSE_FAIL.
+noise whatever the mean.  The std runs' samples must have the std that the exact variance
+recursion gives for the drawn s (χ² test), and be the end of the chain ε* saw: at every
+step x_{t−1} is k_t x_t plus something independent of x_t, and at t = 1 exactly k_1 x_1, so
+samples rescaled on the way out (or at any one step) are not the sampler's.  Every
+statistical test has a false-fail rate of FALSE_FAIL.
 """
 
 from __future__ import annotations
@@ -29,8 +35,12 @@ FALSE_FAIL = 1e-4  # per statistical test
 EPS_RTOL, EPS_ATOL = 1e-5, 1e-8  # optimal_eps: loose enough for a float32 computation
 TRAJ_STEPS, TRAJ_POINTS = 5, 400  # the recorded run: T steps of n points in 2-D
 STD_POINTS = 20_000  # points of each run with ε* (40 000 values: the std to ±0.4 %)
-DATA_STDS = (0.5, 2.0)  # Ex. 9(b)
+# the data stds s of the two runs with ε*, drawn from the seed, one below 1 and one above as
+# in Ex. 9(b) (s = 0.5 and 2, whose stds 0.51 and 1.98 the notes print): far from those, and
+# where σ_t² = β̃_t moves the std by 2.5 % or more (the χ² test resolves 1.4 %)
+STD_RANGES = ((0.6, 0.9), (1.25, 1.75))
 NOTES_BETAS = np.linspace(0.001, 0.2, 100)  # Ex. 9(b): 100 steps, β_t linear
+NOTES_ALPHA_BARS = np.cumprod(1 - NOTES_BETAS)
 NOISELESS = 1e-4  # a step whose residual spread is below this adds no noise
 EXACT = 1e-5  # relative tolerance of a noiseless step's mean (float32 is fine)
 
@@ -54,7 +64,8 @@ def cases(seed: int) -> dict:
         "betas": np.sort(rng.uniform(0.08, 0.3, TRAJ_STEPS)),  # large steps: ᾱ_t far from α_t
         "weights": rng.uniform(0.6, 1.4, TRAJ_STEPS),
         "shifts": rng.uniform(-0.5, 0.5, TRAJ_STEPS),
-        "streams": [int(v) for v in rng.integers(2**62, size=1 + len(DATA_STDS))],
+        "streams": [int(v) for v in rng.integers(2**62, size=1 + len(STD_RANGES))],
+        "data_stds": [float(rng.uniform(low, high)) for low, high in STD_RANGES],
     }
 
 
@@ -67,8 +78,14 @@ def test_eps(x: np.ndarray, t: int, c: dict) -> np.ndarray:
 
 def eps_star(x: np.ndarray, t: int, s: float) -> np.ndarray:
     """ε*(x_t, t) for data N(0, s² I) on the notes' schedule (Ex. 9(a))."""
-    alpha_bar = float(np.cumprod(1 - NOTES_BETAS)[min(max(t, 1), len(NOTES_BETAS)) - 1])
+    alpha_bar = float(NOTES_ALPHA_BARS[min(max(t, 1), len(NOTES_BETAS)) - 1])
     return math.sqrt(1 - alpha_bar) * x / (alpha_bar * s**2 + 1 - alpha_bar)
+
+
+def gain(t: int, s: float) -> float:
+    """k_t: with ε* on the notes' schedule, the reverse mean of step t is k_t x_t."""
+    beta, alpha_bar = float(NOTES_BETAS[t - 1]), float(NOTES_ALPHA_BARS[t - 1])
+    return (1 - beta / (alpha_bar * s**2 + 1 - alpha_bar)) / math.sqrt(1 - beta)
 
 
 # --- probe (sandbox) -------------------------------------------------------------------------
@@ -123,6 +140,61 @@ class _Recorder:
         return eps
 
 
+def _number(v) -> float | str:
+    v = float(v)
+    return v if math.isfinite(v) else str(v)
+
+
+class _Chain:
+    """The ε* handed to the sampler in a std run: returns ε*(x_t, t) and keeps, for each
+    step, the sums of the residual r = x_{t−1} − k_t x_t (x_{t−1} the next call's x, or the
+    samples after the last), the step being the chain's k-th from t = T; only the last x_t
+    is held."""
+
+    def __init__(self, s: float):
+        self.s, self.calls, self.steps, self.last = s, 0, [], None
+
+    def __call__(self, x_t, t):
+        if self.calls >= 2 * len(NOTES_BETAS):
+            raise RuntimeError(
+                f"eps_fn called more than {2 * len(NOTES_BETAS)} times: call it once per "
+                "step, on the whole (n, 2) batch"
+            )
+        self.calls += 1
+        x, step = _array(x_t), _step(t)
+        passed = step if step is not None else repr(t)[:20]
+        repeated = self.last is not None and self.last[0] == passed
+        if not (repeated and np.array_equal(self.last[1], x)):  # the same x_t is one step
+            self._close(x)
+            self.last = (passed, x.copy())
+        eps = eps_star(x, step if step is not None else 1, self.s)
+        if hasattr(x_t, "detach"):  # a torch sampler gets a tensor back
+            return sys.modules["torch"].as_tensor(eps, dtype=x_t.dtype, device=x_t.device)
+        return eps
+
+    def _close(self, x_next: np.ndarray) -> None:
+        """End the step of the last x_t, whose successor is ``x_next``."""
+        if self.last is None:
+            return
+        passed, x = self.last
+        t = len(NOTES_BETAS) - len(self.steps)
+        if t < 1 or x.shape != x_next.shape or x.size == 0:
+            self.steps.append({"t": passed, "shape": [list(x.shape), list(x_next.shape)]})
+            return
+        with np.errstate(all="ignore"):
+            r = (x_next - gain(t, self.s) * x).reshape(-1)
+            flat = x.reshape(-1)
+            sums = [flat @ flat, flat @ r, r @ r, np.abs(r).max(), np.abs(x_next).max()]
+        keys = ("sxx", "sxr", "srr", "rmax", "xmax")
+        record = {k: _number(v) for k, v in zip(keys, sums, strict=True)}
+        self.steps.append({"t": passed, **record})
+
+    def finish(self, x0: np.ndarray) -> list[dict]:
+        self._close(x0)
+        self.last = None
+        return self.steps
+
+
 def _probe_eps(student, c: dict) -> dict:
     fn = student.sibling("optimal_eps")
     out = []
@@ -163,12 +235,12 @@ def _probe_trajectory(student, c: dict) -> dict:
 
 def _probe_std(student, c: dict) -> list[dict]:
     out = []
-    for s, stream in zip(DATA_STDS, c["streams"][1:], strict=True):
-        recorder = _Recorder(lambda x, t, s=s: eps_star(x, t, s), 2 * len(NOTES_BETAS), False)
+    for s, stream in zip(c["data_stds"], c["streams"][1:], strict=True):
+        chain = _Chain(s)
         student.seed(stream)
         try:
             x0 = _array(
-                student(recorder, NOTES_BETAS.copy(), STD_POINTS, np.random.default_rng(stream))
+                student(chain, NOTES_BETAS.copy(), STD_POINTS, np.random.default_rng(stream))
             )
         except BaseException as err:  # noqa: BLE001
             out.append({"error": _error(err)})
@@ -181,6 +253,7 @@ def _probe_std(student, c: dict) -> list[dict]:
                 "finite": finite,
                 "sum": float(x0.sum()) if finite else 0.0,
                 "sum_sq": float((x0**2).sum()) if finite else 0.0,
+                "chain": chain.finish(x0) if finite else [],
             }
         )
     return out
@@ -393,43 +466,92 @@ def _grade_trajectory(rec, c: dict) -> list[dict]:
     return props
 
 
-def _grade_std(recs) -> dict:
+def _chain_break(steps) -> str | None:
+    """Why the std run's samples are not the end of the chain ε* saw, or None when every
+    step is x_{t−1} = k_t x_t plus something independent of x_t, exactly k_1 x_1 at t = 1."""
+    from autograder.checktools import chi2_sf
+
+    n_steps = len(NOTES_BETAS)
+    steps = steps if isinstance(steps, list) else []
+    if len(steps) != n_steps or not all(isinstance(st, dict) for st in steps):
+        return (
+            f"with T = {n_steps} steps eps_fn saw {len(steps)} distinct x_t: call it once per "
+            "step, t = T, …, 1, on the whole (n, 2) batch"
+        )
+    passed = [st.get("t") for st in steps]
+    if passed != list(range(n_steps, 0, -1)):
+        return "eps_fn was not called at t = T, …, 1 in turn (betas[t − 1] is β_t)"
+    size = 2 * STD_POINTS
+    wald, dof, misses = 0.0, 0, []
+    for st in steps:
+        sums = [st.get(k) for k in ("sxx", "sxr", "srr", "rmax", "xmax")]
+        if not all(type(v) is float and math.isfinite(v) for v in sums) or sums[0] <= 0:
+            return f"at t = {st['t']} the chain is not a finite ({STD_POINTS}, 2) array"
+        sxx, sxr, srr, rmax, xmax = sums
+        rss = max(srr - sxr**2 / sxx, 0.0)
+        if math.sqrt(rss / (size - 1)) < NOISELESS:  # no noise: the step is its mean
+            if rmax > EXACT * (1 + xmax):
+                misses.append(st["t"])
+        else:  # noise: independent of x_t, so the residual has no slope on x_t
+            wald += sxr**2 / sxx / (rss / (size - 1))
+            dof += 1
+    pval = chi2_sf(wald, dof) if dof else 1.0
+    if misses:
+        where = ", ".join(map(str, misses[:5]))
+        return (
+            f"at t = {where} x_{{t−1}} is not the reverse mean k_t x_t of the x_t that eps_fn "
+            "saw (a step without noise returns its mean as it is: do not rescale the samples)"
+        )
+    if pval < FALSE_FAIL:
+        return (
+            f"x_{{t−1}} − k_t x_t depends on x_t (Wald χ² = {wald:.1f} on {dof} degrees of "
+            f"freedom, p-value {pval:.2g}): each step is the reverse mean of the x_t that eps_fn "
+            "saw plus independent noise (do not rescale x_t or the samples)"
+        )
+    return None
+
+
+def _grade_std(recs, c: dict) -> dict:
     from autograder.checktools import prop
     from costmodel.diffusion import ddpm_sample_std
 
     name, weight = NAMES["std"]
+    data_stds = c["data_stds"]
     recs = recs if isinstance(recs, list) else []
-    recs = (recs + [None] * len(DATA_STDS))[: len(DATA_STDS)]
+    recs = (recs + [None] * len(data_stds))[: len(data_stds)]
     oks, notes = [], []
-    for s, rec in zip(DATA_STDS, recs, strict=True):
+    for s, rec in zip(data_stds, recs, strict=True):
+        where = f"s = {s:.3f}"
         if not isinstance(rec, dict) or rec.get("error"):
-            notes.append(f"s = {s:g}: {_why(rec)}.")
+            notes.append(f"{where}: {_why(rec)}.")
             oks.append(False)
             continue
         if rec.get("shape") != [STD_POINTS, 2] or rec.get("finite") is not True:
             notes.append(
-                f"s = {s:g}: the samples are not a finite ({STD_POINTS}, 2) array "
+                f"{where}: the samples are not a finite ({STD_POINTS}, 2) array "
                 f"(shape {rec.get('shape')})."
             )
             oks.append(False)
             continue
         sum_sq = rec.get("sum_sq")
         if type(sum_sq) is not float or not math.isfinite(sum_sq) or sum_sq < 0:
-            notes.append(f"s = {s:g}: no usable samples.")
+            notes.append(f"{where}: no usable samples.")
             oks.append(False)
             continue
         count = 2 * STD_POINTS
-        pval = _two_sided(sum_sq / ddpm_sample_std(s) ** 2, count)
+        expected = ddpm_sample_std(s)
+        pval = _two_sided(sum_sq / expected**2, count)
         std = math.sqrt(sum_sq / count)
-        oks.append(pval >= FALSE_FAIL)
-        notes.append(
-            f"s = {s:g}: std {std:.3f}" + ("" if oks[-1] else f" (p-value {pval:.2g})") + "."
-        )
+        broken = _chain_break(rec.get("chain"))
+        oks.append(pval >= FALSE_FAIL and broken is None)
+        note = f"{where}: std {std:.3f}, expected {expected:.3f}"
+        note += "" if pval >= FALSE_FAIL else f" (p-value {pval:.2g})"
+        notes.append(note + ("." if broken is None else f"; {broken}."))
     msg = " ".join(notes)
     if all(oks):
         msg = (
             f"With ε* and 100 steps of β_t linear from 0.001 to 0.2, {2 * STD_POINTS} sampled "
-            f"values: {msg} Close to s, as in Ex. 9(b)."
+            f"values each, the end of the chain ε* saw: {msg} Close to s, as in Ex. 9(b)."
         )
     else:
         msg += (
@@ -446,5 +568,5 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
     return [
         _grade_eps(r.get("eps"), c),
         *_grade_trajectory(r.get("trajectory"), c),
-        _grade_std(r.get("std")),
+        _grade_std(r.get("std"), c),
     ]

@@ -25,8 +25,10 @@ an (n, 2) array.
 The autograder checks ``optimal_eps`` against the closed form; records the x_t your
 sampler passes to a test ε̂ to check the mean and the noise of every reverse step
 (x_T ~ N(0, I), noise variance β_t, none at t = 1); and runs your sampler with ε* on the
-notes' schedule (100 steps, β_t linear from 0.001 to 0.2) for s = 0.5 and s = 2 to test
-the standard deviation of the samples (Ex. 9(b); false-fail rate 1e-4 per test).
+notes' schedule (100 steps, β_t linear from 0.001 to 0.2) for two data stds s of its own,
+one below 1 and one above, to test the standard deviation of the samples against the
+exact value for that s (Ex. 9(b)) and that the samples are the end of the chain ε* saw
+(false-fail rate 1e-4 per test).
 """
 
 from __future__ import annotations

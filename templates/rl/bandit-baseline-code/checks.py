@@ -3,10 +3,20 @@
 ``probe`` runs in the probe process, beside the student's: it calls the student's
 ``reinforce_estimates`` with generators seeded from the grading seed (and the global
 generators seeded too, so that the same code always gets the same grade) and returns, for
-each (θ, b), the count, sum and sum of squares of the estimates; the extreme estimates at
-b* = 1 − σ; and two runs with generators seeded alike. ``grade`` runs in the trusted
-process: it redraws (θ, b) from the seed and tests the mean against σ(1 − σ) and the
-variance against Ex. 10(a), each with a z-test at the false-fail rate FALSE_FAIL."""
+each (θ, b), the count, sum and sum of squares of the estimates and their distinct values
+with counts; the extreme estimates at b* = 1 − σ and the distinct values at a baseline
+b* ± δ beside it; and two runs with generators seeded alike. ``grade`` runs in the
+trusted process: it redraws (θ, b) from the seed and tests the mean against σ(1 − σ) and
+the variance against Ex. 10(a), each with a z-test at the false-fail rate FALSE_FAIL.
+
+Moments alone can be forged: estimates moved and scaled to the mean and variance of
+Ex. 10(a) (a constant at b*) have them exactly.  So the estimates themselves are judged
+too: a rollout's estimate (R − b)(a − σ) is (1 − b)(1 − σ) if it was rewarded and bσ if
+not, nothing else, and a rescaled estimator's are not.  The variance property asks for
+both, the values and the variance; every baseline of its runs differs from 0, where
+ignoring b would be right.  The estimator is constant at b* because its two values meet
+there: the optimal property asks for the constant at b* and for the two values at b* ± δ
+(a constant that is not two values meeting is not the estimator's)."""
 
 from __future__ import annotations
 
@@ -20,6 +30,8 @@ N_ROLLOUTS = 20_000  # per (θ, b): the mean to ±1 % of its spread's scale
 FALSE_FAIL = 1e-4  # per statistical test
 N_OPTIMAL, N_REPEAT = 1_000, 200  # rollouts at b* and in each reproducibility run
 OPTIMAL_RTOL = 1e-6  # at b*, every estimate is σ(1 − σ) up to rounding (float32 is fine)
+VALUE_RTOL = 1e-6  # each estimate is (1 − b)(1 − σ) or bσ up to rounding, relative to the larger
+MAX_VALUES = 64  # distinct values a run reports (rounding may split each of the two)
 
 # --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
 
@@ -28,11 +40,22 @@ def _theta(sigma: float) -> float:
     return math.log(sigma / (1 - sigma))
 
 
+def sigmoid(theta: float) -> float:
+    return 1 / (1 + math.exp(-theta))
+
+
+def outcomes(sigma: float, b: float) -> tuple[float, float]:
+    """The estimate (R − b)(a − σ) of a rewarded rollout (a = 1) and of the other (a = 0)."""
+    return (1 - b) * (1 - sigma), b * sigma
+
+
 def cases(seed: int) -> dict:
-    """(θ, b) of the statistical runs, θ of the runs at b*, and the generator streams."""
+    """(θ, b) of the statistical runs, θ of the runs at b* and the baselines b* ± δ beside
+    them, and the generator streams."""
     rng = np.random.default_rng([seed, 40])
     high = float(rng.uniform(0.75, 0.95))  # a well-trained policy, b = J(θ) = σ (Ex. 10(b))
-    low = float(rng.uniform(0.1, 0.3))  # b = 0: no baseline
+    low = float(rng.uniform(0.1, 0.3))  # a poorly trained one, b = J(θ) too: not 0, where
+    # ignoring b is right
     mid = float(rng.uniform(0.65, 0.9))
     while True:  # any other baseline, far from 0, from b* = 1 − σ and from 2(1 − σ)
         b = float(rng.uniform(-1.0, 2.0))
@@ -40,19 +63,17 @@ def cases(seed: int) -> dict:
             break
     stats = [
         {"theta": _theta(high), "b": high},
-        {"theta": _theta(low), "b": 0.0},
+        {"theta": _theta(low), "b": low},
         {"theta": _theta(mid), "b": b},
     ]
     optimal = [_theta(float(rng.uniform(0.55, 0.95))), _theta(float(rng.uniform(0.05, 0.45)))]
-    return {
-        "stats": stats,
-        "optimal": optimal,
-        "streams": [int(v) for v in rng.integers(2**62, size=len(stats) + len(optimal) + 1)],
-    }
-
-
-def sigmoid(theta: float) -> float:
-    return 1 / (1 + math.exp(-theta))
+    size = len(stats) + 2 * len(optimal) + 1
+    streams = [int(v) for v in rng.integers(2**62, size=size)]
+    beside = [  # b* ± δ: the two values δ apart
+        1 - sigmoid(theta) + float(rng.choice([-1.0, 1.0]) * rng.uniform(0.2, 0.5))
+        for theta in optimal
+    ]
+    return {"stats": stats, "optimal": optimal, "beside": beside, "streams": streams}
 
 
 # --- probe (sandbox) -------------------------------------------------------------------------
@@ -74,8 +95,20 @@ def _call(student, theta: float, b: float, n: int, stream: int) -> np.ndarray | 
     return g
 
 
+def _values(g: np.ndarray) -> dict:
+    """The distinct estimates, the most frequent first (MAX_VALUES of them), with counts."""
+    values, counts = np.unique(g, return_counts=True)
+    order = np.argsort(-counts, kind="stable")[:MAX_VALUES]
+    return {
+        "values": [float(v) for v in values[order]],
+        "counts": [int(k) for k in counts[order]],
+        "distinct": int(values.size),
+    }
+
+
 def probe(student, seed: int, params: dict) -> dict:
-    """Call reinforce_estimates on the seed's (θ, b); return sums and extremes (plain data)."""
+    """Call reinforce_estimates on the seed's (θ, b); return sums, distinct values and
+    extremes (plain data)."""
     c = cases(seed)
     streams = iter(c["streams"])
     stats = []
@@ -86,18 +119,21 @@ def probe(student, seed: int, params: dict) -> dict:
         if isinstance(g, str):
             stats.append({"error": g})
         else:
-            stats.append(
-                {"error": None, "n": g.size, "sum": float(g.sum()), "sum_sq": float(g @ g)}
-            )
+            sums = {"n": g.size, "sum": float(g.sum()), "sum_sq": float(g @ g)}
+            stats.append({"error": None, **sums, **_values(g)})
     optimal = []
-    for theta in c["optimal"]:
-        stream = next(streams)
-        student.seed(stream)
-        g = _call(student, theta, 1 - sigmoid(theta), N_OPTIMAL, stream)
-        if isinstance(g, str):
-            optimal.append({"error": g})
-        else:
-            optimal.append({"error": None, "min": float(g.min()), "max": float(g.max())})
+    for theta, b in zip(c["optimal"], c["beside"], strict=True):
+        runs = []
+        for baseline in (1 - sigmoid(theta), b):
+            stream = next(streams)
+            student.seed(stream)
+            g = _call(student, theta, baseline, N_OPTIMAL, stream)
+            runs.append(
+                {"error": g}
+                if isinstance(g, str)
+                else {"error": None, "min": float(g.min()), "max": float(g.max()), **_values(g)}
+            )
+        optimal.append({**runs[0], "beside": runs[1]})
     stream = next(streams)
     runs = []
     for k in range(2):  # the same seed for rng, other seeds for the global generators
@@ -121,8 +157,37 @@ def _z_ok(z: float) -> bool:
     return math.erfc(abs(z) / math.sqrt(2)) >= FALSE_FAIL  # two-sided p-value
 
 
+def _show(rec: dict) -> str:
+    """A run's most frequent distinct values, with counts."""
+    values, counts = rec.get("values"), rec.get("counts")
+    if not (isinstance(values, list) and isinstance(counts, list)):
+        return "?"
+    shown = ", ".join(f"{v:.4g} (×{k})" for v, k in zip(values[:4], counts[:4], strict=False))
+    distinct = rec.get("distinct")
+    return shown + (f" and {distinct - 4} more" if type(distinct) is int and distinct > 4 else "")
+
+
+def _off_outcomes(rec, sigma: float, b: float) -> str | None:
+    """Why the run's estimates are not each (1 − b)(1 − σ) or bσ; None when they are."""
+    from autograder.checktools import vector
+
+    values, distinct = vector(rec.get("values")), rec.get("distinct")
+    if values is None or values.size == 0 or type(distinct) is not int or distinct != values.size:
+        count = distinct if type(distinct) is int else "no readable"
+        return f"the estimates take {count} distinct values"
+    v1, v0 = outcomes(sigma, b)
+    tol = VALUE_RTOL * max(abs(v1), abs(v0))
+    if all(min(abs(v - v1), abs(v - v0)) <= tol for v in values):
+        return None
+    return (
+        f"the estimates are {_show(rec)}, not (1 − b)(1 − σ) = {v1:.4g} (rewarded) and "
+        f"bσ = {v0:.4g} (not rewarded)"
+    )
+
+
 def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Test the estimates' moments against Ex. 10(a), recomputed from the seed."""
+    """Test the estimates against (R − b)(a − σ) and their moments against Ex. 10(a),
+    recomputed from the seed."""
     from autograder.checktools import prop
     from costmodel.rl import reinforce_variance
 
@@ -156,8 +221,11 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
         mean_ok.append(_z_ok((mean - mu) / math.sqrt(var / n)))
         mean_notes.append(f"{where}: mean {mean:.4f}.")
         pq, d4 = mu, (1 - sigma - b) ** 4  # the estimate takes two values, d = 1 − σ − b apart
-        var_ok.append(_z_ok((sample_var - var) / math.sqrt(pq * (1 - 4 * pq) * d4 / n)))
-        var_notes.append(f"{where}: variance {sample_var:.4g}.")
+        off = _off_outcomes(rec, sigma, b)  # moments can be matched; the values cannot
+        var_ok.append(
+            off is None and _z_ok((sample_var - var) / math.sqrt(pq * (1 - 4 * pq) * d4 / n))
+        )
+        var_notes.append(f"{where}: variance {sample_var:.4g}" + (f"; {off}." if off else "."))
     props = []
     msg = " ".join(mean_notes)
     if all(mean_ok):
@@ -172,7 +240,10 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
 
     msg = " ".join(var_notes)
     if all(var_ok):
-        msg = f"The variance follows b as in Ex. 10(a): {msg}"
+        msg = (
+            "Every estimate is (1 − b)(1 − σ) or bσ, and the variance follows b as in "
+            f"Ex. 10(a): {msg}"
+        )
     else:
         msg += (
             " The estimate is (1 − b)(1 − σ) with probability σ and bσ otherwise; its variance "
@@ -184,7 +255,7 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
     recs = r.get("optimal") if isinstance(r.get("optimal"), list) else []
     recs = (recs + [None] * len(c["optimal"]))[: len(c["optimal"])]
     oks, notes = [], []
-    for theta, rec in zip(c["optimal"], recs, strict=True):
+    for theta, beside, rec in zip(c["optimal"], c["beside"], recs, strict=True):
         sigma = sigmoid(theta)
         mu = sigma * (1 - sigma)
         where = f"σ = {sigma:.3f}, b* = {1 - sigma:.3f}"
@@ -197,9 +268,23 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
             oks.append(False)
             notes.append(f"{where}: no usable estimates.")
             continue
-        oks.append(abs(lo - mu) <= OPTIMAL_RTOL * mu and abs(hi - mu) <= OPTIMAL_RTOL * mu)
-        if not oks[-1]:
+        if not (abs(lo - mu) <= OPTIMAL_RTOL * mu and abs(hi - mu) <= OPTIMAL_RTOL * mu):
+            oks.append(False)
             notes.append(f"{where}: the estimates range over [{lo:.4g}, {hi:.4g}].")
+            continue
+        # constant at b* as the meeting point of the two values: apart at b* ± δ
+        near = rec.get("beside")
+        if not isinstance(near, dict) or near.get("error"):
+            off = ": " + str(near.get("error") if isinstance(near, dict) else "no result")
+        else:
+            off = _off_outcomes(near, sigma, beside)
+            off = off and " " + off
+        oks.append(off is None)
+        if off is not None:
+            notes.append(
+                f"{where}: every estimate is σ(1 − σ), but at b = {beside:.3f}{off}: the "
+                "estimator is not (R − b)(a − σ), whose two values meet at b*."
+            )
     msg = (
         "At b* = 1 − σ every estimate is σ(1 − σ): zero variance, one rollout suffices."
         if all(oks)

@@ -17,10 +17,11 @@ Your function
 and returns their n estimates ĝ as a 1-D array.  Draw every action from the NumPy
 generator ``rng``: the autograder seeds it, so the same code always gets the same grade.
 
-The autograder calls it with several (θ, b), 20 000 rollouts each, and tests (false-fail
-rate 1e-4 per test) the mean against σ(1 − σ) and the variance against Ex. 10(a); it
-checks that b = 1 − σ makes every estimate equal to σ(1 − σ), and that two calls with
-generators seeded alike return the same estimates.
+The autograder calls it with several (θ, b), 20 000 rollouts each, checks that every
+estimate is (1 − b)(1 − σ) or bσ, and tests (false-fail rate 1e-4 per test) the mean
+against σ(1 − σ) and the variance against Ex. 10(a); it checks that b = 1 − σ makes every
+estimate equal to σ(1 − σ), and that two calls with generators seeded alike return the
+same estimates.
 """
 
 from __future__ import annotations
