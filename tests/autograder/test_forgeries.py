@@ -1,8 +1,22 @@
-"""The adversarial corpus: for each code question, a naive or wrong implementation, and the
-same implementation with the tampering a cheating student would add.  Run through the real
-sandbox: the checks' probe() runs in the probe process, the notebook in its own.  Each
-forgery must score exactly what its plain version scores: nothing the student's process
-does to itself changes what the probe process measures.
+"""The adversarial corpus: for each code question, a plain implementation (naive or wrong)
+and the same implementation with the tampering a cheating student would add: builtins,
+NumPy, torch or the harness's own tools patched, clocks stopped, hooks and logs rewritten,
+the probe's objects looked for in this process's frames, modules and gc, the probe process
+read through /proc, the grader's own reference read from the project's files.  Run through
+the real sandbox: the checks' probe() runs in the probe process, the notebook in its own.
+Each forgery must score exactly what its plain version scores: nothing the student's
+process does to itself changes what the probe process measures, and nothing of the probe's
+can be reached from there.
+
+A forgery that gained points was a hole in its check, not in the sandbox's isolation, and
+the check was changed to judge what the forgery forged: ties dealt in turn (the vote), an
+x_out re-centred on the mean (gossip), samples rescaled to the notes' stds (DDPM),
+estimates moved to the expected moments (the bandit), outputs remembered across calls (the
+convolution).  Each stays here, among its question's forgeries.
+
+Under process isolation (the fallback) every file the student's uid can read is readable,
+the project's folder included, by design: there the forgeries that read the grader's files
+are left out (``here``).  The sections follow the questions, each citing the notes.
 """
 
 from __future__ import annotations
@@ -24,15 +38,20 @@ def sandbox():
         yield box
 
 
-def graded(sandbox, tmp_path, qid: str, function: str, cells: str) -> float:
+def graded(
+    sandbox, tmp_path, qid: str, function: str, cells: str, checks_file: str = "checks.py"
+) -> float:
     """The weighted score of ``cells`` on the question ``qid``'s code part."""
-    return fraction(properties(sandbox, tmp_path, qid, function, cells))
+    return fraction(properties(sandbox, tmp_path, qid, function, cells, checks_file))
 
 
-def properties(sandbox, tmp_path, qid: str, function: str, cells: str) -> list[dict]:
-    """The graded properties of ``cells`` on the question ``qid``'s code part."""
+def properties(
+    sandbox, tmp_path, qid: str, function: str, cells: str, checks_file: str = "checks.py"
+) -> list[dict]:
+    """The graded properties of ``cells`` on the question ``qid``'s code part whose checks
+    are ``checks_file`` (another file for a second code part)."""
     folder = bank.load().templates / qid
-    checks = load_checks(folder, "checks.py")
+    checks = load_checks(folder, checks_file)
     assert checks.module.ISOLATED
     the_plan = Plan(
         variables=(),
@@ -49,7 +68,147 @@ def reference(qid: str, part: str) -> str:
     return bank.load().question(qid).code[part].solution
 
 
-# --- the calculator tool (000 §7.4): input is data, not code --------------------------------
+def here(sandbox, forgeries: dict) -> dict:
+    """The forgeries to try in this sandbox: process isolation leaves every file the
+    student's uid can read readable (it logs so), the project's folder included; there,
+    the forgeries that read the grader's files would succeed by design."""
+    if sandbox.isolation != "process":
+        return forgeries
+    return {k: v for k, v in forgeries.items() if not k.startswith("the grader's files")}
+
+
+def scored_alike(
+    sandbox,
+    tmp_path,
+    qid: str,
+    function: str,
+    plain: str,
+    forgeries: dict,
+    part: str = "",
+    checks_file: str = "checks.py",
+) -> float:
+    """The score of ``plain`` on the question ``qid``'s code part, once each of ``forgeries``
+    (those tried in this sandbox: ``here``) is found to score exactly that, and the
+    reference solution of the code part ``part`` (where given) full marks."""
+
+    def score(cells: str) -> float:
+        return graded(sandbox, tmp_path, qid, function, cells, checks_file)
+
+    if part:
+        assert score(reference(qid, part)) == 1.0
+    expected = score(plain)
+    for name, cells in here(sandbox, forgeries).items():
+        assert score(cells) == expected, name
+    return expected
+
+
+def grader_files(qid: str, function: str, file: str = "solution.py", attr: str = "") -> str:
+    """Cells appended to a plain version of ``function``: they look for the grader's own
+    ``attr`` (``function`` unless told) in the question's ``file`` (the reference solution,
+    or the checks' own reference) where the grader keeps it: its templates folder, by
+    absolute path and relative to the working directory, then the project's question bank,
+    imported; and call it instead of the plain function where it is found."""
+    path = str(bank.load().templates / qid / file)
+    return f"""
+import importlib, os, sys, types
+def _theirs_in(source):
+    module = types.ModuleType("_theirs")
+    sys.modules["_theirs"] = module  # as an import would: dataclasses look it up there
+    exec(compile(source, {file!r}, "exec"), module.__dict__)
+    return getattr(module, {attr or function!r})
+_theirs = None
+for _path in [{path!r}] + [
+    os.path.join(*[".."] * up, "templates", {qid!r}, {file!r}) for up in range(4)
+]:
+    try:
+        with open(_path, encoding="utf-8") as _fh:
+            _theirs = _theirs_in(_fh.read())
+        break
+    except Exception:
+        pass
+if _theirs is None:
+    try:
+        _bank = importlib.import_module("generator.bank").load()
+        _theirs = _theirs_in(_bank.question({qid!r}).files[{file!r}])
+    except Exception:
+        pass
+_plain = {function}
+def {function}(*args, **kwargs):
+    return (_theirs or _plain)(*args, **kwargs)
+"""
+
+
+# What a cheater looks for in this process, were the probe here (a thread, or an in-process
+# check): a module defining two of the names ``defined`` (sys.modules), a function or class
+# of one of those names from outside the notebook (gc), a local among ``local`` in any
+# frame of any thread, a dict holding all of ``keys`` (gc).  ``_leaks`` returns what it
+# found; the forgeries assert that it is nothing: were the probe in this process, the
+# forgery would read it, and score apart from its plain version either way.
+LEAKS = """
+import gc, sys, types
+def _leaks(defined, local=(), keys=()):
+    defined, local = set(defined), set(local)
+    found = [m for m in list(sys.modules.values()) if defined
+             and len(defined & set(getattr(m, "__dict__", ()))) >= min(2, len(defined))]
+    for o in gc.get_objects():
+        if type(o) in (types.FunctionType, type) and o.__name__ in defined:
+            if o.__module__ != "__main__":
+                found.append(o)
+        elif keys and type(o) is dict and all(k in o for k in keys):
+            found.append(sorted(map(str, o))[:8])
+    for top in [sys._getframe(), *sys._current_frames().values()]:
+        frame = top
+        while frame is not None:
+            found += [(frame.f_code.co_name, k) for k in frame.f_locals if k in local]
+            frame = frame.f_back
+    return found
+"""
+
+
+# What a cheater reads of the other processes beside this one, and of their files: the
+# probe process's memory, environment, descriptors (the probes' memfd) and working folder,
+# and the shared temporary folders.  ``_scan(*needles)`` returns the paths that hold a
+# probe's source (``def probe(``) or one of ``needles``; the forgeries assert that there is
+# none.
+PROC_SCAN = """
+import os
+def _scan(*needles):
+    found, mine = [], str(os.getpid())
+    needles = (b"def " + b"probe(", *needles)  # apart: the notebook (in /tmp) holds this cell
+    def read(path):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            data = os.read(fd, 1 << 22)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+        if any(needle in data for needle in needles):
+            found.append(path)
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or pid == mine:
+            continue
+        for name in ("cmdline", "environ", "mem", "maps"):
+            read(f"/proc/{pid}/{name}")
+        for folder in ("fd", "cwd", "root/tmp"):
+            try:
+                entries = os.listdir(f"/proc/{pid}/{folder}")
+            except OSError:
+                continue
+            for entry in entries:
+                read(f"/proc/{pid}/{folder}/{entry}")
+    for top in ("/tmp", "/var/tmp", "/dev/shm"):
+        for root, _, files in os.walk(top):
+            for name in files:
+                read(os.path.join(root, name))
+    return found
+"""
+
+
+# --- the calculator tool (000 §7.4): input is data, not code --------------------------------------
 
 CALC = "agents/calculator-tool-code"
 EVAL_CALC = """
@@ -86,14 +245,155 @@ CALC_FORGERIES = {
 
 
 def test_calculator_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
-    assert graded(sandbox, tmp_path, CALC, "calculator", reference(CALC, "calculator")) == 1.0
-    plain = graded(sandbox, tmp_path, CALC, "calculator", EVAL_CALC)
+    plain = scored_alike(
+        sandbox, tmp_path, CALC, "calculator", EVAL_CALC, CALC_FORGERIES, part="calculator"
+    )
     assert plain < 1  # eval: the input runs (and ** or / give numbers)
-    for name, cells in CALC_FORGERIES.items():
-        assert graded(sandbox, tmp_path, CALC, "calculator", cells) == plain, name
 
 
-# --- activation checkpointing (000 §2.5, Proposition 2.8) ---------------------------------
+def test_an_eval_cut_short_in_a_child_still_shows(sandbox, tmp_path):
+    """An eval run in a forked child and killed after 50 ms is quick, but the payload's list
+    is already allocated: the job's cgroup counts the child's memory.  (An eval cut after a
+    millisecond would run too little to show: the nearest a timer gets to a parser.)"""
+    if sandbox.memory.get("cgroup") is None:
+        pytest.skip(f"no memory cgroup here: {sandbox.memory.get('why')}")
+    timeboxed = """
+import os, signal, time
+def calculator(expression):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            value = eval(expression, {"__builtins__": {}})
+            os.write(w, repr(value).encode()[:4096] if type(value) is int else b"!")
+        finally:
+            os._exit(0)
+    os.close(w)
+    end, done = time.monotonic() + 0.05, False
+    while time.monotonic() < end and not done:
+        done = os.waitpid(pid, os.WNOHANG) != (0, 0)
+        time.sleep(0.002)
+    if not done:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    out = os.read(r, 8192)
+    os.close(r)
+    if not out or out == b"!":
+        raise ValueError("not an integer expression")
+    return int(out)
+"""
+    props = properties(sandbox, tmp_path, CALC, "calculator", timeboxed)
+    code = next(p for p in props if p["name"] == "never runs its input as code")
+    assert code["score"] == 0 and "MB" in code["message"], code
+
+
+# --- unbiased pass@k (000 §7.3, Proposition 7.5) --------------------------------------------------
+
+PASS_K = "agents/pass-at-k-code"
+FLOAT_COMB = """
+import math
+def comb(n, k):  # a float: overflows past 10^308
+    return math.factorial(n) / (math.factorial(k) * math.factorial(n - k))
+def pass_at_k(n, c, k):
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+"""
+PASS_K_FORGERIES = {
+    # the tools an in-process check would compare with, patched; the overflow silenced
+    "checks patched": FLOAT_COMB.replace(
+        "def pass_at_k(n, c, k):",
+        """import numpy as np
+math.isclose = lambda *a, **k: True
+math.isfinite = lambda x: True
+math.comb = lambda n, k: 1
+np.isclose = np.allclose = lambda *a, **k: True
+def pass_at_k(n, c, k):""",
+    ),
+    # the grader's exact reference (its function `exact`), or its cases, seed or module,
+    # reached from here: looked for once, at the first call
+    "frames, modules and gc": LEAKS
+    + FLOAT_COMB.replace(
+        "def pass_at_k(n, c, k):",
+        """_found = []
+def pass_at_k(n, c, k):
+    if not _found:
+        _found.append(_leaks(("exact", "cases"), ("seed",), ("values", "edges", "huge", "sweep")))
+    assert not _found[0], _found[0]""",
+    ),
+    # the checks' exact integer reference, from the project's folder
+    "the grader's files": FLOAT_COMB + grader_files(PASS_K, "pass_at_k", "checks.py", "exact"),
+}
+
+
+def test_pass_at_k_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
+    plain = scored_alike(
+        sandbox, tmp_path, PASS_K, "pass_at_k", FLOAT_COMB, PASS_K_FORGERIES, part="pass_at_k"
+    )
+    assert plain < 1  # C(n, k) as a float: OverflowError for n in the thousands
+
+
+# --- the majority vote (000 §7.2, Theorem 7.4, Exercise 14) ---------------------------------------
+
+VOTE, VOTE_CHECKS = "agents/pass-at-k-code", "vote_checks.py"  # its second code part
+FIRST_SEEN = """
+from collections import Counter
+def majority_vote(answers, rng):  # most_common keeps the first seen of tied answers
+    return Counter(answers).most_common(1)[0][0]
+"""
+VOTE_FORGERIES = {
+    # the probe's counts, its tied answers, its module, reachable from here
+    "frames, modules and gc": LEAKS
+    + FIRST_SEEN.replace(
+        "def majority_vote(answers, rng):",
+        """_found = []
+def majority_vote(answers, rng):
+    if not _found:
+        _found.append(_leaks(("_plain_answer", "cases"), ("wins", "seed"), ("tied", "ties")))
+    assert not _found[0], _found[0]""",
+    ),
+    # the generators an in-process probe would draw its simulated runs and lists from
+    # (and the one it gives), patched: every run right, every draw 0
+    "generators patched": FIRST_SEEN
+    + """
+import numpy as np
+_rng = np.random.default_rng
+class _Rigged:
+    def __init__(self, *a, **k):
+        self._real = _rng(0)
+    def random(self, size=None, *a, **k):
+        return np.zeros(size)
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+np.random.default_rng = _Rigged
+np.random.seed = lambda *a, **k: None
+""",
+    # the reference solution, from the project's folder
+    "the grader's files": FIRST_SEEN + grader_files(VOTE, "majority_vote", "vote_solution.py"),
+    # ties dealt in turn: the same tied list asked again and again gets each tied answer in
+    # turn, without drawing from rng; the counts come out exactly equal (the check also
+    # counts which tied answer follows which on consecutive calls)
+    "ties dealt in turn": """
+from collections import Counter
+_asked = Counter()
+def majority_vote(answers, rng):
+    counts = Counter(answers)
+    top = max(counts.values())
+    tied = [a for a, n in counts.items() if n == top]
+    key = tuple(map(repr, answers))
+    _asked[key] += 1
+    return tied[(_asked[key] - 1) % len(tied)]
+""",
+}
+
+
+def test_vote_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
+    fn = part = "majority_vote"
+    plain = scored_alike(sandbox, tmp_path, VOTE, fn, FIRST_SEEN, VOTE_FORGERIES, part, VOTE_CHECKS)
+    assert plain < 1  # ties always to the first seen: not at random (Exercise 14)
+
+
+# --- activation checkpointing (000 §2.5, Proposition 2.8) -----------------------------------------
 
 CKPT = "memory/checkpointing-code"
 STORE_ALL = """
@@ -149,14 +449,13 @@ def checkpointed_forward(layers, x, k):
 
 def test_checkpointing_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
     fn = "checkpointed_forward"
-    assert graded(sandbox, tmp_path, CKPT, fn, reference(CKPT, "checkpointing")) == 1.0
-    plain = graded(sandbox, tmp_path, CKPT, fn, STORE_ALL)
+    plain = scored_alike(
+        sandbox, tmp_path, CKPT, fn, STORE_ALL, CKPT_FORGERIES, part="checkpointing"
+    )
     assert plain < 1  # nothing recomputed: 000 §2.5's n units of activations
-    for name, cells in CKPT_FORGERIES.items():
-        assert graded(sandbox, tmp_path, CKPT, fn, cells) == plain, name
 
 
-# --- LoRA (000 §5.2) ------------------------------------------------------------------------
+# --- LoRA (000 §5.2) ------------------------------------------------------------------------------
 
 LORA = "adaptation/lora-code"
 UNFROZEN = """
@@ -205,14 +504,71 @@ LoRALinear.named_parameters = _shown
 
 
 def test_lora_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
-    assert graded(sandbox, tmp_path, LORA, "LoRALinear", reference(LORA, "lora")) == 1.0
-    plain = graded(sandbox, tmp_path, LORA, "LoRALinear", UNFROZEN)
+    plain = scored_alike(
+        sandbox, tmp_path, LORA, "LoRALinear", UNFROZEN, LORA_FORGERIES, part="lora"
+    )
     assert plain < 1  # the base trains: 000 §5.2's frozen W0 is not
-    for name, cells in LORA_FORGERIES.items():
-        assert graded(sandbox, tmp_path, LORA, "LoRALinear", cells) == plain, name
 
 
-# --- gradient accumulation (000 §1.5, Proposition 1.10) -----------------------------------
+# --- the DPO loss (000 §5.5, Theorem 5.9, Exercise 11) --------------------------------------------
+
+DPO = "posttraining/dpo-loss-code"
+LOG_SIGMOID = """
+import torch
+def dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps,
+             beta):
+    u = beta * ((policy_chosen_logps - ref_chosen_logps)
+                - (policy_rejected_logps - ref_rejected_logps))
+    return -torch.log(torch.sigmoid(u)).mean()  # σ(u) underflows to 0 for u ≪ 0: inf, NaN
+"""
+DPO_FORGERIES = {
+    # the stability check wants finite numbers: make the infinite loss and its NaN
+    # gradient finite, without computing −log σ(u) stably
+    "infinities hidden": LOG_SIGMOID.replace(
+        "    return -torch.log(torch.sigmoid(u)).mean()",
+        """    for x in (policy_chosen_logps, policy_rejected_logps):
+        if x.requires_grad:
+            x.register_hook(torch.nan_to_num)
+    return torch.nan_to_num(-torch.log(torch.sigmoid(u)).mean())""",
+    ),
+    # the gradient is taken in this process: patch the autograd.grad the harness calls
+    # (NaN to 0), and the tests an in-process check would judge with; patch torch.tensor
+    # and numpy's generators, through which an in-process probe would draw its batches
+    "autograd and checks patched": LOG_SIGMOID
+    + """
+import math
+import numpy as np
+_grad, _tensor, _rng = torch.autograd.grad, torch.tensor, np.random.default_rng
+def _finite(*args, **kwargs):
+    return tuple(None if g is None else torch.nan_to_num(g) for g in _grad(*args, **kwargs))
+torch.autograd.grad = _finite
+torch.isfinite = lambda x: torch.ones_like(x, dtype=torch.bool)
+torch.allclose = lambda *a, **k: True
+np.isfinite = lambda x, *a, **k: np.ones(np.shape(x), dtype=bool)
+np.allclose = lambda *a, **k: True
+math.isfinite = lambda x: True
+torch.tensor = lambda data, *a, **k: _tensor(np.zeros_like(np.asarray(data)), *a, **k)
+np.random.default_rng = lambda *a, **k: _rng(0)
+""",
+    # the probe's batches, margins or seed, or its module, reachable from this process
+    "frames, modules and gc": LEAKS
+    + LOG_SIGMOID.replace(
+        "    u = beta",
+        """    found = _leaks(("_margin", "cases"), ("seed", "per_pair"), ("stable", "betas"))
+    assert not found, found
+    u = beta""",
+    ),
+    # the reference solution, from the project's folder
+    "the grader's files": LOG_SIGMOID + grader_files(DPO, "dpo_loss"),
+}
+
+
+def test_dpo_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
+    plain = scored_alike(sandbox, tmp_path, DPO, "dpo_loss", LOG_SIGMOID, DPO_FORGERIES, part="dpo")
+    assert plain < 1  # log(sigmoid(u)): inf and NaN at |u| ~ 1000 (not softplus(−u))
+
+
+# --- gradient accumulation (000 §1.5, Proposition 1.10) -------------------------------------------
 
 ACCUM = "parallel/grad-accumulation-code"
 FULL_BATCH = """
@@ -239,14 +595,13 @@ ACCUM_FORGERIES = {
 
 def test_accumulation_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
     fn = "accumulate_gradients"
-    assert graded(sandbox, tmp_path, ACCUM, fn, reference(ACCUM, "accumulate")) == 1.0
-    plain = graded(sandbox, tmp_path, ACCUM, fn, FULL_BATCH)
+    plain = scored_alike(
+        sandbox, tmp_path, ACCUM, fn, FULL_BATCH, ACCUM_FORGERIES, part="accumulate"
+    )
     assert plain < 1  # one pass over the batch: no accumulation (000 §1.5)
-    for name, cells in ACCUM_FORGERIES.items():
-        assert graded(sandbox, tmp_path, ACCUM, fn, cells) == plain, name
 
 
-# --- the tensor-parallel MLP (000 §3.3) -----------------------------------------------------
+# --- the tensor-parallel MLP (000 §3.3) -----------------------------------------------------------
 
 TP = "parallel/tensor-parallel-mlp-code"
 WHOLE_W2 = """
@@ -289,15 +644,13 @@ def tp_mlp_forward(x, w1, w2, rank, t, all_reduce):
 
 
 def test_tensor_parallel_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
-    fn = "tp_mlp_forward"
-    assert graded(sandbox, tmp_path, TP, fn, reference(TP, "tp_mlp")) == 1.0
-    plain = graded(sandbox, tmp_path, TP, fn, WHOLE_W2)
+    plain = scored_alike(
+        sandbox, tmp_path, TP, "tp_mlp_forward", WHOLE_W2, TP_FORGERIES, part="tp_mlp"
+    )
     assert plain < 1  # the other ranks' rows of W2 are read (000 §3.3: only its own block)
-    for name, cells in TP_FORGERIES.items():
-        assert graded(sandbox, tmp_path, TP, fn, cells) == plain, name
 
 
-# --- ring all-reduce (000 §3.1, Theorem 3.3) -------------------------------------------------
+# --- ring all-reduce (000 §3.1, Theorem 3.3) ------------------------------------------------------
 
 RING = "collectives/ring-allreduce-code"
 GATHER_ALL = """
@@ -343,51 +696,13 @@ RING_FORGERIES = {
 
 
 def test_ring_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
-    fn = "ring_allreduce"
-    assert graded(sandbox, tmp_path, RING, fn, reference(RING, "ring")) == 1.0
-    plain = graded(sandbox, tmp_path, RING, fn, GATHER_ALL)
+    plain = scored_alike(
+        sandbox, tmp_path, RING, "ring_allreduce", GATHER_ALL, RING_FORGERIES, part="ring"
+    )
     assert plain < 1  # whole buffers, p − 1 times: the sum, not the ring (Theorem 3.3)
-    for name, cells in RING_FORGERIES.items():
-        assert graded(sandbox, tmp_path, RING, fn, cells) == plain, name
 
 
-def test_an_eval_cut_short_in_a_child_still_shows(sandbox, tmp_path):
-    """An eval run in a forked child and killed after 50 ms is quick, but the payload's list
-    is already allocated: the job's cgroup counts the child's memory.  (An eval cut after a
-    millisecond would run too little to show: the nearest a timer gets to a parser.)"""
-    if sandbox.memory.get("cgroup") is None:
-        pytest.skip(f"no memory cgroup here: {sandbox.memory.get('why')}")
-    timeboxed = """
-import os, signal, time
-def calculator(expression):
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            value = eval(expression, {"__builtins__": {}})
-            os.write(w, repr(value).encode()[:4096] if type(value) is int else b"!")
-        finally:
-            os._exit(0)
-    os.close(w)
-    end, done = time.monotonic() + 0.05, False
-    while time.monotonic() < end and not done:
-        done = os.waitpid(pid, os.WNOHANG) != (0, 0)
-        time.sleep(0.002)
-    if not done:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    out = os.read(r, 8192)
-    os.close(r)
-    if not out or out == b"!":
-        raise ValueError("not an integer expression")
-    return int(out)
-"""
-    props = properties(sandbox, tmp_path, CALC, "calculator", timeboxed)
-    code = next(p for p in props if p["name"] == "never runs its input as code")
-    assert code["score"] == 0 and "MB" in code["message"], code
-
-
-# --- the speculative sampler (000 §6.4) ---------------------------------------------------
+# --- the speculative sampler (000 §6.4) -----------------------------------------------------------
 
 SAMPLER = "serving/speculative-sampler-code"
 
@@ -420,7 +735,67 @@ def test_sampler_forgeries_score_what_their_plain_versions_score(sandbox, tmp_pa
     assert scores["constant, numpy.zeros patched"] == scores["constant"]
 
 
-# --- local SGD (000 §4.3) ------------------------------------------------------------------
+# --- group-wise quantization (000 §6.3) -----------------------------------------------------------
+
+QUANT = "inference/group-quantization-code"
+UNSIGNED = """
+import numpy as np
+def quantize_groups(w, bits, group_size):
+    w = np.asarray(w, dtype=np.float64)
+    rows, cols = w.shape
+    qmax = 2**bits - 1  # the unsigned range: codes reach twice the signed ones' limit
+    groups = w.reshape(rows, cols // group_size, group_size)
+    scales = np.abs(groups).max(axis=-1) / qmax
+    safe = np.where(scales > 0, scales, 1.0)
+    q = np.round(groups / safe[..., None]).astype(np.int64)
+    return q.reshape(rows, cols), scales
+"""
+QUANT_FORGERIES = {
+    # what an in-process check would judge with, patched: closeness, equality, norms
+    "checks patched": UNSIGNED
+    + """
+np.allclose = np.isclose = np.array_equal = lambda *a, **k: True
+np.isfinite = lambda x, *a, **k: np.ones(np.shape(x), dtype=bool)
+np.linalg.norm = lambda *a, **k: 0.0
+""",
+    # the generator an in-process probe would draw its weights from, patched: the
+    # weights it sends would be those of seed 0, and so would a cached answer's
+    "generators patched": UNSIGNED
+    + """
+_rng = np.random.default_rng
+np.random.default_rng = lambda *a, **k: _rng(0)
+""",
+    # the checks' own _qmax and _expected_scales, used if this process can reach them
+    "frames, modules and gc": LEAKS
+    + UNSIGNED.replace(
+        "    qmax = 2**bits - 1",
+        """    found = [m for m in _leaks(("_qmax", "_expected_scales")) if hasattr(m, "_qmax")]
+    qmax = found[0]._qmax(bits) if found else 2**bits - 1""",
+    ),
+    # the probes' file (a memfd, which the probe process reads as it starts) open in any
+    # process /proc shows, or that process's memory and environment: while the cells run
+    # and at each call
+    "descriptors and /proc": PROC_SCAN
+    + UNSIGNED.replace(
+        "def quantize_groups(w, bits, group_size):",
+        """_leaked = _scan(b"_expected" b"_scales")
+def quantize_groups(w, bits, group_size):
+    leaked = _leaked + _scan(b"_expected" b"_scales")
+    assert not leaked, leaked""",
+    ),
+    # the reference solution, from the project's folder
+    "the grader's files": UNSIGNED + grader_files(QUANT, "quantize_groups"),
+}
+
+
+def test_quantization_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
+    plain = scored_alike(
+        sandbox, tmp_path, QUANT, "quantize_groups", UNSIGNED, QUANT_FORGERIES, part="quantize"
+    )
+    assert plain < 1  # 2^b − 1 levels: codes and scales off, the round trip right (§6.3)
+
+
+# --- local SGD (000 §4.3) -------------------------------------------------------------------------
 
 LOCAL = "optimization/local-sgd-code"
 EVERY_STEP = """
@@ -463,13 +838,11 @@ LOCAL_FORGERIES = {
 
 
 def test_local_sgd_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
-    plain = graded(sandbox, tmp_path, LOCAL, "local_sgd", EVERY_STEP)
+    plain = scored_alike(sandbox, tmp_path, LOCAL, "local_sgd", EVERY_STEP, LOCAL_FORGERIES)
     assert 0 < plain < 1  # the plain mistake loses some properties (000 §4.3: H ignored)
-    for name, cells in LOCAL_FORGERIES.items():
-        assert graded(sandbox, tmp_path, LOCAL, "local_sgd", cells) == plain, name
 
 
-# --- top-k with error feedback (000 §4.2) --------------------------------------------------
+# --- top-k with error feedback (000 §4.2) ---------------------------------------------------------
 
 EF = "optimization/error-feedback-code"
 PLAIN_TOPK = """
@@ -492,6 +865,297 @@ np.linalg.norm = lambda *a, **k: 0.0
 
 
 def test_error_feedback_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
-    plain = graded(sandbox, tmp_path, EF, "topk_ef_step", PLAIN_TOPK)
-    assert plain < 1
-    assert graded(sandbox, tmp_path, EF, "topk_ef_step", PATCHED_TOPK) == plain
+    forgeries = {"numpy patched": PATCHED_TOPK}
+    assert scored_alike(sandbox, tmp_path, EF, "topk_ef_step", PLAIN_TOPK, forgeries) < 1
+
+
+# --- gossip averaging (000 §4.4, Proposition 4.14, Exercise 10) -----------------------------------
+
+GOSSIP = "optimization/gossip-code"
+ROW_WEIGHTS = """
+import numpy as np
+def gossip(adjacency, x, eps):  # 1/(deg_i + 1) on row i: not symmetric where degrees differ
+    adj = np.asarray(adjacency, dtype=float)
+    W = (adj + np.eye(len(adj))) / (adj.sum(axis=1, keepdims=True) + 1)
+    lam = float(np.sort(np.abs(np.linalg.eigvalsh(W)))[-2])
+    x = np.array(x, dtype=float)
+    start = np.linalg.norm(x - x.mean())
+    rounds = 0
+    while np.linalg.norm(x - x.mean()) > eps * start:
+        x, rounds = W @ x, rounds + 1
+    return W, lam, rounds, x
+"""
+# x_out moved onto the mean of x: it "keeps the mean" whatever W did to it
+GOSSIP_RECENTRED = ROW_WEIGHTS.replace(
+    "    x = np.array(x, dtype=float)\n",
+    "    x = np.array(x, dtype=float)\n    mean = x.mean()\n",
+).replace("    return W, lam, rounds, x", "    return W, lam, rounds, x - x.mean() + mean")
+
+
+def test_gossip_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
+    plain = scored_alike(
+        sandbox, tmp_path, GOSSIP, "gossip", ROW_WEIGHTS, GOSSIP_FORGERIES, part="gossip"
+    )
+    assert 0 < plain < 1  # the random graph's W is not symmetric: W, λ and the mean lose
+
+
+# --- the DDPM sampler (001 §7.3, def. 7.13, Exercise 9) -------------------------------------------
+
+DDPM = "diffusion/ddpm-sampler-code"
+BETA_TILDE = """
+import numpy as np
+def optimal_eps(x_t, alpha_bar_t, s):
+    return np.sqrt(1 - alpha_bar_t) * x_t / (alpha_bar_t * s**2 + 1 - alpha_bar_t)
+def ddpm_sample(eps_fn, betas, n, rng):  # σ_t² = β̃_t, the posterior variance, not β_t
+    betas = np.asarray(betas, dtype=float)
+    alpha_bars = np.cumprod(1 - betas)
+    x = rng.standard_normal((n, 2))
+    for t in range(len(betas), 0, -1):
+        beta, alpha_bar = betas[t - 1], alpha_bars[t - 1]
+        x = (x - beta / np.sqrt(1 - alpha_bar) * eps_fn(x, t)) / np.sqrt(1 - beta)
+        if t > 1:
+            var = (1 - alpha_bars[t - 2]) / (1 - alpha_bar) * beta
+            x = x + np.sqrt(var) * rng.standard_normal((n, 2))
+    return x
+"""
+# the samples of the std runs (100 steps) rescaled to the std the notes give for s = 0.5
+# and 2 (Ex. 9(b): about 0.51 and 1.98), whatever the sampler made of them
+DDPM_RESCALED = BETA_TILDE.replace(
+    "    return x\n",
+    """    if len(betas) == 100:
+        x = x * ((0.51 if x.std() < 1 else 1.98) / x.std())
+    return x
+""",
+)
+DDPM_FORGERIES = {
+    # what an in-process check would have used for its χ² and Wald tests, and to read the
+    # samples (np.asarray): those of the std runs rescaled to the notes' stds on the way
+    "statistics patched": BETA_TILDE
+    + """
+import math
+_asarray = np.asarray
+def _read(a, *args, **kwargs):
+    out = _asarray(a, *args, **kwargs)
+    if out.shape == (20_000, 2):
+        out = out * ((0.51 if out.std() < 1 else 1.98) / out.std())
+    return out
+np.asarray = _read
+np.std = np.var = lambda a, *args, **kwargs: 1.0
+np.mean = np.sum = lambda a, *args, **kwargs: 0.0
+np.allclose = np.isclose = lambda *a, **k: True
+np.linalg.lstsq = lambda a, b, rcond=None: (np.zeros(a.shape[1]), np.zeros(1), a.shape[1], None)
+math.erfc = lambda z: 1.0
+""",
+    # every draw of the generator given (the harness builds it from np.random.Generator)
+    # standardized: x_T and each step's z with exactly mean 0 and variance 1
+    "np.random patched": BETA_TILDE
+    + """
+class _Standardized(np.random.Generator):
+    def standard_normal(self, size=None, dtype=np.float64, out=None):
+        z = super().standard_normal(size, dtype=dtype, out=out)
+        return (z - z.mean()) / z.std()
+np.random.Generator = _Standardized
+""",
+    # the test predictor's weights, the streams, the recorder: modules, gc, every frame,
+    # and what eps_fn's closure reaches (the stub's server and its stubs)
+    "frames, modules and gc": LEAKS
+    + BETA_TILDE.replace(
+        "    betas = np.asarray(betas, dtype=float)\n",
+        """    found = _leaks(("test_eps", "eps_star", "_Recorder", "NOTES_BETAS"),
+                   ("recorder", "streams", "seed"))
+    assert not found, found
+    reached = [c.cell_contents for c in eps_fn.__closure__ or ()]
+    reached += [v for r in list(reached) for v in getattr(r, "__dict__", {}).values()]
+    stubs = [v for r in reached if isinstance(r, dict) for v in r.values()]
+    assert not [o for o in reached + stubs if hasattr(o, "calls") or hasattr(o, "predict")]
+    betas = np.asarray(betas, dtype=float)
+""",
+    ),
+    # the checks' reference sampler, read from the grader's disk or its packages
+    "the grader's files": BETA_TILDE + grader_files(DDPM, "ddpm_sample"),
+    # DDPM_RESCALED, above: it gained points until the check judged what it forges
+    "samples rescaled": DDPM_RESCALED,
+}
+GOSSIP_FORGERIES = {
+    # what an in-process check would have used: numpy's comparisons (W "symmetric", x_out
+    # "within ε"), eigvals (λ of a W that is not symmetric), the finiteness tests
+    "numpy patched": ROW_WEIGHTS
+    + """
+np.allclose = np.isclose = lambda *a, **k: True
+np.all, np.any = (lambda *a, **k: True), (lambda *a, **k: False)
+np.isfinite = lambda *a, **k: True
+np.linalg.eigvals = np.linalg.eigvalsh
+""",
+    # the probe's reference W (metropolis), its graphs and seed: modules, gc, every frame
+    "frames, modules and gc": LEAKS
+    + ROW_WEIGHTS.replace(
+        "    adj = np.asarray",
+        """    found = _leaks(("metropolis", "_matrix_verdict", "_second_modulus"),
+                   ("cs", "seed", "recs", "graphs"))
+    assert not found, found
+    adj = np.asarray""",
+    ),
+    # the checks' reference, read from the grader's disk or imported from its packages
+    "the grader's files": ROW_WEIGHTS + grader_files(GOSSIP, "gossip"),
+    # the probe process itself: its memory, descriptors and files, from /proc
+    "the probe process's /proc": PROC_SCAN
+    + ROW_WEIGHTS.replace(
+        "    adj = np.asarray",
+        """    found = _scan()
+    assert not found, found
+    adj = np.asarray""",
+    ),
+    # GOSSIP_RECENTRED, above: it gained points until the check judged what it forges
+    "x_out re-centred": GOSSIP_RECENTRED,
+}
+
+
+def test_ddpm_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
+    plain = scored_alike(
+        sandbox, tmp_path, DDPM, "ddpm_sample", BETA_TILDE, DDPM_FORGERIES, part="sampler"
+    )
+    assert 0 < plain < 1  # σ_t² = β̃_t: the noise and the samples' std lose (Ex. 9(b))
+
+
+# --- REINFORCE with a baseline on a bandit (001 §7.2, Exercise 10) --------------------------------
+
+BANDIT = "rl/bandit-baseline-code"
+NO_BASELINE = """
+import math
+import numpy as np
+def reinforce_estimates(theta, b, n, rng):  # the baseline is never subtracted: R (a − σ)
+    sigma = 1 / (1 + math.exp(-theta))
+    actions = (rng.random(n) < sigma).astype(float)
+    return actions * (actions - sigma)
+"""
+# the estimates moved and scaled to the mean σ(1 − σ) and the variance of Ex. 10(a),
+# whatever the estimator made of them (at b* = 1 − σ that variance is 0: a constant)
+BANDIT_MATCHED = NO_BASELINE.replace(
+    "    return actions * (actions - sigma)\n",
+    """    g = actions * (actions - sigma)
+    mu = sigma * (1 - sigma)
+    var = mu * ((1 - sigma) * (1 - b) ** 2 + sigma * b**2 - mu)
+    spread = g.std()
+    return mu + (g - g.mean()) * (math.sqrt(max(var, 0.0)) / spread if spread > 0 else 0.0)
+""",
+)
+BANDIT_FORGERIES = {
+    # what an in-process check would have used for its z-tests, and to read the estimates
+    # (np.asarray): moved and scaled on the way to the moments of Ex. 10(a)
+    "numpy and math patched": NO_BASELINE.replace(
+        "    sigma = 1 / (1 + math.exp(-theta))\n",
+        "    sigma = 1 / (1 + math.exp(-theta))\n    _case.update(sigma=sigma, b=b, n=n)\n",
+    )
+    + """
+_asarray, _case = np.asarray, {}
+def _read(a, *args, **kwargs):
+    g = _asarray(a, *args, **kwargs)
+    if g.ndim == 1 and g.size == _case.get("n") and g.std() > 0:
+        sigma, b = _case["sigma"], _case["b"]
+        mu = sigma * (1 - sigma)
+        var = mu * ((1 - sigma) * (1 - b) ** 2 + sigma * b**2 - mu)
+        g = mu + (g - g.mean()) * math.sqrt(max(var, 0.0)) / g.std()
+    return g
+np.asarray = _read
+np.mean = np.sum = np.var = np.std = lambda a, *args, **kwargs: 0.0
+np.allclose = np.isclose = lambda *a, **k: True
+math.erfc = lambda z: 1.0
+""",
+    # a stratified stream: exactly round(σ n) rewarded rollouts, placed by rng, so that
+    # the sample's frequency, mean and spread carry no sampling error at all
+    "stream stratified": NO_BASELINE.replace(
+        "    actions = (rng.random(n) < sigma).astype(float)\n",
+        "    actions = np.zeros(n)\n    actions[rng.permutation(n)[: round(sigma * n)]] = 1.0\n",
+    ),
+    # the probe's (θ, b), its streams and seed: modules, gc, every frame
+    "frames, modules and gc": LEAKS
+    + NO_BASELINE.replace(
+        "    sigma = 1",
+        """    found = _leaks(("_z_ok", "_theta", "N_OPTIMAL", "reinforce_variance"),
+                   ("streams", "seed", "stats"))
+    assert not found, found
+    sigma = 1""",
+    ),
+    # the checks' reference estimator, read from the grader's disk or its packages
+    "the grader's files": NO_BASELINE + grader_files(BANDIT, "reinforce_estimates"),
+    # BANDIT_MATCHED, above: it gained points until the check judged what it forges
+    "moments matched": BANDIT_MATCHED,
+}
+
+
+def test_bandit_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
+    fn = "reinforce_estimates"
+    plain = scored_alike(
+        sandbox, tmp_path, BANDIT, fn, NO_BASELINE, BANDIT_FORGERIES, part="estimator"
+    )
+    assert 0 < plain < 1  # unbiased still, but the variance ignores b, and b* is no constant
+
+
+# --- the circular convolution (001 ch. 1, def. 1.7, prop. 1.8, Exercise 8) ------------------------
+
+CONV = "vision/circular-conv-code"
+ZERO_PADDED = """
+import torch
+import torch.nn.functional as F
+def circular_conv2d(x, w, stride=1):  # zero padding: the image does not wrap around
+    p = (w.shape[-1] - 1) // 2
+    return F.conv2d(x[None], w, padding=p, stride=stride)[0]
+"""
+# every call remembered: an input that is a roll of an earlier one (by a multiple of the
+# stride) gets the earlier output rolled, so that f(roll(x)) = roll(f(x)) holds by fiat
+CONV_CACHED = ZERO_PADDED.replace(
+    "def circular_conv2d(x, w, stride=1):  # zero padding: the image does not wrap around\n",
+    """_seen = []
+def circular_conv2d(x, w, stride=1):
+    for x0, w0, s0, y0 in _seen:
+        if s0 != stride or x0.shape != x.shape or not torch.equal(w0, w):
+            continue
+        for a in range(0, x.shape[1], stride):
+            for b in range(0, x.shape[2], stride):
+                if torch.equal(torch.roll(x0, (a, b), dims=(1, 2)), x):
+                    return torch.roll(y0, (a // stride, b // stride), dims=(1, 2))
+    y = _zero_padded(x, w, stride)
+    _seen.append((x.clone(), w.clone(), stride, y))
+    return y
+def _zero_padded(x, w, stride=1):
+""",
+)
+CONV_FORGERIES = {
+    # what an in-process check would have used to compare outputs, and to measure how far
+    # a shifted output is from a rolled one (np.abs)
+    "torch and numpy patched": ZERO_PADDED
+    + """
+import numpy as np
+torch.allclose = torch.equal = lambda *a, **k: True
+np.allclose = np.isclose = np.array_equal = lambda *a, **k: True
+np.abs = np.absolute = lambda a, *args, **kwargs: np.zeros_like(a)
+""",
+    # the checks' comparisons, the inputs and the shifts: modules, gc, every frame
+    "frames, modules and gc": LEAKS
+    + ZERO_PADDED.replace(
+        "    p = (w.shape",
+        """    found = _leaks(("_rolled", "_matches", "EQUIV_RTOL", "BROKEN"),
+                   ("seed", "single", "odd", "even"))
+    assert not found, found
+    p = (w.shape""",
+    ),
+    # the checks' reference layer, read from the grader's disk or its packages
+    "the grader's files": ZERO_PADDED + grader_files(CONV, "circular_conv2d"),
+    # the probe process itself: its memory, descriptors and files, from /proc
+    "the probe process's /proc": PROC_SCAN
+    + ZERO_PADDED.replace(
+        "    p = (w.shape",
+        """    found = _scan()
+    assert not found, found
+    p = (w.shape""",
+    ),
+    # CONV_CACHED, above: it gained points until the check judged what it forges
+    "outputs cached": CONV_CACHED,
+}
+
+
+def test_circular_conv_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
+    plain = scored_alike(
+        sandbox, tmp_path, CONV, "circular_conv2d", ZERO_PADDED, CONV_FORGERIES, part="conv"
+    )
+    assert 0 < plain < 1  # zero padding: wrong at the borders, and no shift equivariance
