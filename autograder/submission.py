@@ -11,8 +11,10 @@ notebook's metadata is never trusted to choose a key.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import threading
 from pathlib import Path
 from typing import Protocol
 
@@ -29,6 +31,15 @@ class Runner(Protocol):
     ``distributed.DaskRunner`` that runs the same sandbox on a Dask cluster's workers."""
 
     def run(self, notebook: Path, plan: Plan) -> Outcome: ...
+
+
+@functools.cache
+def _warm_the_comparison() -> None:
+    """Build pint's registry (0.4 s) in a thread while the first submission runs in the
+    sandbox, so that its verdict does not wait for it; once per process."""
+    from costmodel.units import registry
+
+    threading.Thread(target=registry, name="scalegrade-warm-units", daemon=True).start()
 
 
 def content_hash(notebook: Path) -> str:
@@ -72,6 +83,7 @@ def grade_one(
         digest = content_hash(notebook)
     except OSError as err:
         return grade_harvest(key, None, error=f"{notebook}: cannot read ({err.strerror})", **rules)
+    _warm_the_comparison()
     outcome = runner.run(notebook, keys.plan(key))
     result = grade_harvest(key, outcome.harvest, error=outcome.error, **rules)
     result.content_hash = digest
