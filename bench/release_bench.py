@@ -2,9 +2,10 @@
 
 Run: .venv/bin/python bench/release_bench.py [N_STUDENTS ...]   (default: 50 300 1000)
 Each size is a release as `scalegrade generate` writes it by default (notebooks, keys
-with their worked solutions; no filled-in solution notebooks).  The growth is the least-squares line through the sizes: what each student costs and
-what is paid once.  The baseline, measured in the same run, is writing the same number of
-empty notebooks with nbformat (the floor any notebook-producing release pays).
+with their worked solutions; no filled-in solution notebooks).  The growth is the
+least-squares line through the sizes: what each student costs and what is paid once.  The
+baseline, measured in the same run, is writing the same number of empty notebooks with
+nbformat (the floor any notebook-producing release pays).
 """
 
 from __future__ import annotations
