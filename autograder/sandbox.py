@@ -705,7 +705,8 @@ class Sandbox:
     are always hidden.  ``memory_meter``: how the probe process measures the memory of the
     student's process (MEMORY_METERS; :attr:`memory` says what it got).  ``preload``: the
     modules the checks need (``Keys.preload``), imported by the warm executor as it starts,
-    while the grader goes on with its own start.  ``run`` is thread-safe.
+    while the grader goes on with its own start (docker has no warm executor: each
+    container imports what it uses).  ``run`` is thread-safe.
     """
 
     def __init__(
