@@ -611,20 +611,12 @@ def _student_env(home: str, tmp: str) -> dict[str, str]:
     }
 
 
-def _student(
-    req: dict,
-    out_w: int,
-    res_w: int,
-    channel: int,
-    workdir: str,
-    home: str,
-    tmp: str,
-    memory: _JobMemory,
-) -> None:
-    """The student process: drop everything, then run the notebook.  Never returns."""
+def _student(*args) -> None:
+    """The student process: drop everything, then run the notebook (:func:`_student_body`,
+    the same arguments).  Never returns."""
     code = EXIT_SETUP_FAILED
     try:
-        _student_body(req, out_w, res_w, channel, workdir, home, tmp, memory)
+        _student_body(*args)
         code = 0
     except BaseException:
         try:

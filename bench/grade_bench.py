@@ -54,14 +54,22 @@ def overhead(sandbox: Sandbox, folder: Path, runs: int) -> float:
     path = folder / "trivial.ipynb"
     nbformat.write(nb, path)
     plan = Plan(variables=("x",))
+    return median_run(sandbox, path, plan, runs, {"kind": "number", "value": 1}, None)
+
+
+def median_run(sandbox: Sandbox, path: Path, plan: Plan, runs: int, x, probe) -> float:
+    """The median time of ``runs`` runs of ``path`` (after one to warm up); each must read
+    ``x`` and, where ``probe`` is given, the probe q1-f's result."""
     sandbox.run(path, plan)  # warm-up
     times = []
     for _ in range(runs):
         start = time.perf_counter()
         outcome = sandbox.run(path, plan)
         times.append(time.perf_counter() - start)
-        if outcome.error or outcome.harvest["answers"]["x"] != {"kind": "number", "value": 1}:
-            sys.exit(f"trivial notebook failed: {outcome.error}\n{outcome.log}")
+        harvest = outcome.harvest or {}
+        got = harvest.get("answers", {}).get("x"), harvest.get("probes", {}).get("q1-f")
+        if outcome.error or got[0] != x or (probe is not None and got[1] != probe):
+            sys.exit(f"{path.name} failed: {outcome.error} {got}\n{outcome.log}")
     return statistics.median(times)
 
 
@@ -83,21 +91,11 @@ def probe_overhead(sandbox: Sandbox, folder: Path, runs: int) -> tuple[float, fl
     nbformat.write(nb, path)
     bare = Plan(variables=("x",))
     probed = Plan(variables=("x",), probes=(Probe("q1-f", "f", PROBE, 5, {}, isolated=True),))
-    medians = []
-    for plan in (bare, probed):
-        sandbox.run(path, plan)  # warm-up
-        times = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            outcome = sandbox.run(path, plan)
-            times.append(time.perf_counter() - start)
-            probes = outcome.harvest["probes"] if outcome.harvest else {}
-            if outcome.error or (
-                plan is probed and probes["q1-f"] != {"ok": True, "result": {"y": 10}}
-            ):
-                sys.exit(f"the probed notebook failed: {outcome.error} {probes}\n{outcome.log}")
-        medians.append(statistics.median(times))
-    return medians[0], medians[1]
+    x = {"kind": "number", "value": 1}
+    return (
+        median_run(sandbox, path, bare, runs, x, None),
+        median_run(sandbox, path, probed, runs, x, {"ok": True, "result": {"y": 10}}),
+    )
 
 
 def release_hw1(folder: Path, students: int) -> tuple[Path, Path, float]:
