@@ -1,9 +1,12 @@
 """Grade a folder of submissions: sandbox each, compare, record, report.
 
 ``SUBMISSIONS/<student_id>/`` holds the student's notebook (``SUBMISSIONS/<id>.ipynb``
-works too).  Submissions run in parallel; each result is written atomically and recorded
-in the gradebook as soon as it is graded, so a killed grader loses nothing, and a rerun
-skips what is unchanged.  One broken submission is that submission's recorded error.
+works too).  Submissions run in parallel; each is recorded in the gradebook as an attempt
+with its submission time (:mod:`autograder.submitted_at`) as soon as it is graded, and
+the student's standing (after the late policy) is written atomically, so a killed grader
+loses nothing, and a rerun skips what is unchanged.  One broken submission is that
+submission's recorded error.  :func:`publish` writes an assignment's files again from
+the gradebook alone, after a deadline, an extension or the policy changed.
 """
 
 from __future__ import annotations
@@ -15,16 +18,18 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from autograder import outputs
 from autograder.grade import StudentResult
-from autograder.gradebook import Gradebook, result_to_json
+from autograder.gradebook import Gradebook, GradebookError, result_to_json
 from autograder.keys import Keys
+from autograder.lateness import Extension
 from autograder.submission import Runner, content_hash, grade_one
-from contract import Policy
+from autograder.submitted_at import SubmittedAt, submitted_at
+from contract import Key, KeyFileError, Policy, Release, times
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,7 @@ class Summary:
     seconds: float
     out: Path
     results: list[dict]
+    warnings: list[str] = field(default_factory=list)
 
 
 def find_submissions(root: Path, notebook: str) -> dict[str, Path | None]:
@@ -58,14 +64,79 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def reveal_now(due: str | None, policy: Policy) -> bool:
+def reveal_now(due: str | None, policy: Policy, zone: str = "UTC") -> bool:
     """Expected values and worked solutions are shown after the due date, by policy."""
     if not policy.solutions_after_due or due is None:
         return False
-    deadline = datetime.fromisoformat(due)
-    if deadline.tzinfo is None:  # a due date without a zone is read as UTC
-        deadline = deadline.replace(tzinfo=UTC)
-    return datetime.now(UTC) >= deadline
+    return datetime.now(UTC) >= times.parse(due, zone)
+
+
+def write_student(out: Path, doc: dict, info: Release, key: Key | None, reveal: bool) -> None:
+    """One student's results.json and feedback.html, from their standing."""
+    target = out / doc["student_id"]
+    _write_atomic(
+        target / "results.json",
+        json.dumps(outputs.gradescope(doc, reveal=reveal), indent=1) + "\n",
+    )
+    solutions = {q.id: q.solution_html for q in key.questions} if (key and reveal) else None
+    _write_atomic(
+        target / "feedback.html",
+        outputs.feedback_html(
+            doc, title=f"{info.title} — {doc['student_id']}", solutions=solutions
+        ),
+    )
+
+
+def write_reports(
+    out: Path, results: list[dict], keys: Keys, history: list[dict] | None = None
+) -> None:
+    """summary.csv, canvas.csv, moodle.csv and report.html of every standing (``history``:
+    the assignment's recorded changes, for the report)."""
+    info = keys.release
+    roster = {
+        sid: {"name": k.student.name, "email": k.student.email} for sid, k in keys.all().items()
+    }
+    signals = {r["student_id"]: r["copy_signals"] for r in results if r["copy_signals"]}
+    _write_atomic(out / "summary.csv", outputs.summary_csv(results))
+    _write_atomic(out / "canvas.csv", outputs.canvas_csv(results, roster, info.title))
+    _write_atomic(out / "moodle.csv", outputs.moodle_csv(results, roster, info.title))
+    _write_atomic(
+        out / "report.html",
+        outputs.instructor_report(
+            results, title=info.title, signals=signals, history=history or []
+        ),
+    )
+
+
+def publish(
+    book: Gradebook,
+    assignment: str,
+    students: set[str] | None = None,
+    keys: Keys | None = None,
+) -> Path:
+    """Write an assignment's files again from the gradebook (no notebook runs): the named
+    students' results.json and feedback (everyone's when None), and the reports.
+    ``keys``: the assignment's, where loaded already (else read where it was graded)."""
+    row = book.assignment(assignment)
+    if not row.keys_dir or not row.out_dir:
+        raise GradebookError(f"{assignment}: the gradebook does not say where its files are")
+    try:
+        keys = keys or Keys(Path(row.keys_dir))
+    except KeyFileError as err:
+        raise GradebookError(f"{assignment}: {err}") from None
+    info, out = keys.release, Path(row.out_dir)
+    reveal = (
+        reveal_now(row.due_override or info.due, info.policy, info.timezone)
+        if row.reveal is None
+        else row.reveal
+    )
+    results = book.results(assignment)
+    for doc in results:
+        if students is None or doc["student_id"] in students:
+            sid = doc["student_id"]
+            write_student(out, doc, info, keys.key(sid) if sid in keys else None, reveal)
+    write_reports(out, results, keys, book.changes(assignment))
+    return out
 
 
 def grade_batch(
@@ -78,16 +149,37 @@ def grade_batch(
     jobs: int = 2,
     reveal: bool | None = None,
     regrade: bool = False,
+    manifest: dict[str, SubmittedAt] | None = None,
+    extensions: list[Extension] | None = None,
     on_done: Callable[[StudentResult | None], None] | None = None,
 ) -> Summary:
+    """Grade every submission under ``submissions`` into ``out`` and the gradebook.
+
+    ``manifest``: submission times by student (a ``submissions.csv``), over what the
+    submissions' own files say.  ``extensions``: recorded before anything is graded (a
+    bad one raises :class:`GradebookError` and nothing is graded).  ``reveal`` None: by
+    the policy and the due date.
+    """
     start = time.perf_counter()
     info = keys.release
     all_keys = keys.all()
-    reveal = reveal_now(info.due, info.policy) if reveal is None else reveal
+    chosen = reveal
+    reveal = reveal_now(info.due, info.policy, info.timezone) if reveal is None else reveal
     out.mkdir(parents=True, exist_ok=True)
     book = Gradebook(db_url or f"sqlite:///{(out / 'gradebook.sqlite').resolve()}")
+    book.record_release(info, keys.folder, out, reveal=chosen)
+    moved: dict[str, set[str]] = {}  # standings that changed besides those graded now
+    if extensions:
+        try:
+            book.add_extensions(extensions)
+        except GradebookError:
+            book.close()
+            raise
+        for m in book.restate({e.student_id for e in extensions}):
+            moved.setdefault(m.assignment, set()).add(m.student_id)
     found = find_submissions(submissions, info.notebook)
     counts = {"graded": 0, "skipped": 0, "errors": 0}
+    warnings: list[str] = []
     lock = threading.Lock()  # counts and gradebook writes, from the worker threads
 
     def one(student_id: str, notebook: Path | None) -> None:
@@ -123,20 +215,22 @@ def grade_batch(
                     [],
                     error=f"the grader failed on this submission: {type(err).__name__}: {err}",
                 )
-        doc = result_to_json(result)
-        target = out / student_id
-        _write_atomic(
-            target / "results.json",
-            json.dumps(outputs.gradescope(doc, reveal=reveal), indent=1) + "\n",
-        )
-        solutions = {q.id: q.solution_html for q in key.questions} if (key and reveal) else None
-        _write_atomic(
-            target / "feedback.html",
-            outputs.feedback_html(doc, title=f"{info.title} — {student_id}", solutions=solutions),
-        )
+        when = submitted_at(student_id, notebook, manifest=manifest, zone=info.timezone)
         with lock:
-            book.record(info.assignment, result, doc)
+            doc, also = book.record(
+                info.assignment,
+                result,
+                result_to_json(result),
+                submitted=when,
+                notebook=notebook,
+                key_sha256=keys.digest(student_id) if key else None,
+                checks=keys.checks_used(key) if key else None,
+                policy=info.policy,
+            )
             counts["errors" if result.error else "graded"] += 1
+            for m in also:
+                moved.setdefault(m.assignment, set()).add(m.student_id)
+        write_student(out, doc, info, key, reveal)
         if on_done:
             on_done(result)
 
@@ -144,18 +238,13 @@ def grade_batch(
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             for future in [pool.submit(one, sid, nb) for sid, nb in found.items()]:
                 future.result()
+        publish(book, info.assignment, moved.pop(info.assignment, set()), keys)
+        for other, students in sorted(moved.items()):  # a late-day pool spent anew
+            try:
+                publish(book, other, students)
+            except GradebookError as err:
+                warnings.append(f"{other}: its files were not written again: {err}")
         results = book.results(info.assignment)
-        roster = {
-            sid: {"name": k.student.name, "email": k.student.email} for sid, k in all_keys.items()
-        }
-        signals = {r["student_id"]: r["copy_signals"] for r in results if r["copy_signals"]}
-        _write_atomic(out / "summary.csv", outputs.summary_csv(results))
-        _write_atomic(out / "canvas.csv", outputs.canvas_csv(results, roster, info.title))
-        _write_atomic(out / "moodle.csv", outputs.moodle_csv(results, roster, info.title))
-        _write_atomic(
-            out / "report.html",
-            outputs.instructor_report(results, title=info.title, signals=signals),
-        )
     finally:
         book.close()
     return Summary(
@@ -165,4 +254,5 @@ def grade_batch(
         time.perf_counter() - start,
         out,
         results,
+        warnings,
     )

@@ -38,6 +38,8 @@ class StudentResult:
     # the student id in the notebook's own metadata, when it is not the student graded:
     # graded as the student who submitted it, with their numbers (shown in the report)
     released_to: str | None = None
+    # what the sandbox returned (plain data), kept in the gradebook's attempt, not the result
+    harvest: dict[str, Any] | None = field(default=None, repr=False)
 
 
 def _in_asked_unit(a: Answer, harvested: dict[str, Any]) -> float | None:
@@ -131,6 +133,7 @@ def grade_harvest(
     """
     harvest = harvest or {}
     answers = harvest.get("answers", {})
+    written = harvest.get("written", {})  # free-response texts, read from the notebook
     probes = harvest.get("probes", {})
     parts: list[Graded] = []
     for q in key.questions:
@@ -143,6 +146,7 @@ def grade_harvest(
                 score=None,
                 status="pending",
                 feedback="Graded by a person.",
+                given=written.get(q.id, {}).get(r.id, ""),
             )
             for r in q.free_response
         ]

@@ -11,6 +11,7 @@
       keys/           the assignment's keys/ folder as released, its code checks included:
                       instructor only, never visible to the notebook
       roster.csv      student_id,name,email (from the keys)
+      extensions.csv  the extensions granted, when given (``export gradescope --extensions``)
       dist/scalegrade-<version>-py3-none-any.whl
 
 Gradescope unpacks the zip into ``/autograder/source``, puts the student's files in
@@ -42,11 +43,15 @@ from pathlib import Path
 from typing import Any
 
 from autograder.keys import Keys
-from contract import Key, KeyFileError
+from autograder.lateness import read_extensions
+from autograder.standing import standing
+from autograder.submitted_at import GRADESCOPE_FILE, SubmittedAt, gradescope_time
+from contract import Key, KeyFileError, Release
 
 ROOT_ENV = "SCALEGRADE_GRADESCOPE_ROOT"
 DEFAULT_ROOT = "/autograder"
 PACKAGE = "scalegrade"  # the folder in the zip (under /autograder/source)
+EXTENSIONS = "extensions.csv"
 TORCH = "torch==2.13.0"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 VENV = "/opt/scalegrade"
@@ -165,16 +170,20 @@ def build(
     wheel: Path | None = None,
     timeout: float = 120.0,
     torch_index: str = TORCH_CPU_INDEX,
+    extensions: Path | None = None,
 ) -> Package:
     """Write the Gradescope autograder zip of the assignment whose keys are ``keys_dir``.
 
     The zip carries ``keys_dir`` as it is, checks included, verified first: Gradescope
-    grades with exactly what local grading would.
+    grades with exactly what local grading would.  ``extensions``: an extensions.csv
+    (:func:`autograder.lateness.read_extensions`), checked against the roster and shipped,
+    so that each submission's late penalty is ScaleGrade's, from its ``created_at``.
     """
     start = time.perf_counter()
     keys = Keys(keys_dir)
     info = keys.release
     all_keys = keys.all()
+    granted = _extensions_for(extensions, info) if extensions else None
     config = {
         "assignment": info.assignment,
         "title": info.title,
@@ -200,6 +209,8 @@ def build(
             _add(zf, "run_autograder", RUN_AUTOGRADER.format(**fmt).encode(), executable=True)
             _add(zf, f"{PACKAGE}/config.json", (json.dumps(config, indent=1) + "\n").encode())
             _add(zf, f"{PACKAGE}/roster.csv", roster_csv(all_keys).encode())
+            if granted is not None:
+                _add(zf, f"{PACKAGE}/{EXTENSIONS}", granted)
             for path in sorted(p for p in keys_dir.rglob("*") if p.is_file()):
                 name = path.relative_to(keys_dir).as_posix()
                 _add(zf, f"{PACKAGE}/keys/{name}", path.read_bytes())
@@ -208,6 +219,24 @@ def build(
     return Package(
         out, out.stat().st_size, len(all_keys), len(keys.checks), time.perf_counter() - start
     )
+
+
+def _extensions_for(path: Path, info: Release) -> bytes:
+    """The extensions file's bytes, once every row is this assignment's and roster's."""
+    found = read_extensions(path, info.timezone)
+    problems = [
+        f"{e.source}: student {e.student_id}: "
+        + (
+            f"an extension of {e.assignment}, not {info.assignment}"
+            if e.assignment != info.assignment
+            else f"not on the roster of {info.assignment}"
+        )
+        for e in found
+        if e.assignment != info.assignment or e.student_id not in info.students
+    ]
+    if problems:
+        raise PackageError("\n".join(problems))
+    return path.read_bytes()
 
 
 # --- grading one submission on Gradescope ----------------------------------------------
@@ -277,7 +306,7 @@ def _failure(message: str, max_score: float = 0.0) -> dict[str, Any]:
 
 def grade_submission(root: Path) -> dict[str, Any]:
     """results.json's document for the submission under ``root`` (a Gradescope tree)."""
-    from autograder import outputs
+    from autograder import lateness, outputs
     from autograder.batch import reveal_now
     from autograder.gradebook import result_to_json
     from autograder.sandbox import Limits, Sandbox
@@ -302,11 +331,29 @@ def grade_submission(root: Path) -> dict[str, Any]:
             info.points,
         )
     key = keys.key(student_id)
-    reveal = reveal_now(info.due, info.policy)
+    reveal = reveal_now(info.due, info.policy, info.timezone)
     limits = Limits(wall_seconds=float(config.get("timeout", 120.0)))
     with Sandbox(limits=limits, hide=[root], preload=keys.preload) as sandbox:
         result = grade_one(key, notebook, keys=keys, runner=sandbox, reveal=reveal)
-    doc = _statuses(outputs.gradescope(result_to_json(result), reveal=reveal))
+    when = gradescope_time(root / GRADESCOPE_FILE, info.timezone)
+    extension = (
+        {e.student_id: e for e in read_extensions(source / EXTENSIONS, info.timezone)}.get(
+            student_id
+        )
+        if (source / EXTENSIONS).is_file()
+        else None
+    )
+    late = lateness.alone(
+        info.assignment,
+        student_id,
+        info.due_at(),
+        when if isinstance(when, SubmittedAt) else None,
+        info.policy,
+        extension,
+        info.timezone,
+    )
+    doc = standing(result_to_json(result), late, info.timezone)
+    doc = _statuses(outputs.gradescope(doc, reveal=reveal))
     header = f"{info.title}: graded with the numbers released to {key.student.name} ({how})."
     doc["output"] = "\n".join([header, doc["output"]])
     doc["extra_data"] = {

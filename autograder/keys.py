@@ -57,6 +57,14 @@ class Keys:
             self._keys[student_id] = key
         return self._keys[student_id]
 
+    def digest(self, student_id: str) -> str:
+        """The SHA-256 of a student's key file as released (what an attempt was graded by)."""
+        return contract.sha256(self.key(student_id).to_json())
+
+    def checks_used(self, key: Key) -> dict[str, str]:
+        """The checks a key's code parts are graded with: file under keys/ -> SHA-256."""
+        return {c.checks.file: c.checks.sha256 for q in key.questions for c in q.code if c.checks}
+
     def all(self) -> dict[str, Key]:
         """Every student's key, by student id."""
         return {sid: self.key(sid) for sid in self.release.students}

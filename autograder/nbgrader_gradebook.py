@@ -145,8 +145,14 @@ def grade_course(
     reveal: bool | None = None,
     regrade: bool = False,
     on_done: Any = None,
+    **late_input: Any,
 ) -> Summary:
-    """Grade ``COURSE/submitted/*/NAME`` and record the grades in nbgrader's gradebook."""
+    """Grade ``COURSE/submitted/*/NAME`` and record the grades in nbgrader's gradebook.
+
+    ``late_input``: the submission-time manifest and extensions, as
+    :func:`autograder.batch.grade_batch` takes them; each submission's time is otherwise
+    its ``timestamp.txt``, and its late penalty (ScaleGrade's policy) is the notebook's
+    ``late_submission_penalty`` in nbgrader's gradebook, in points."""
     lay = CourseLayout(course.resolve(), name)
     keys = Keys(lay.keys)
     info = keys.release
@@ -172,6 +178,7 @@ def grade_course(
             reveal=reveal,
             regrade=regrade,
             on_done=on_done,
+            **late_input,
         )
     nb_name = Path(notebook).stem
     config = nbgrader_config(lay.course)
@@ -222,6 +229,10 @@ def grade_course(
                     grade.needs_manual_grade = False
                 comment = gb.find_comment(cell.grade_id, nb_name, name, sid)
                 comment.auto_comment = verdict["feedback"] or None
+            lost = result.get("earned", result["score"]) - result["score"]
+            gb.find_submission_notebook(nb_name, name, sid).late_submission_penalty = (
+                lost if lost > 0 else None
+            )
             gb.db.commit()
             target = lay.autograded / sid / name
             if target.exists():

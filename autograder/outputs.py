@@ -50,6 +50,7 @@ def gradescope(result: Result, *, reveal: bool) -> dict[str, Any]:
         f"{result['score']:g} / {result['max_score']:g} points (parts graded by a person "
         "are pending)."
     ]
+    output += late_lines(result)
     if result.get("released_to"):
         output.append(identity_note(result))
     if result["error"]:
@@ -63,6 +64,14 @@ def gradescope(result: Result, *, reveal: bool) -> dict[str, Any]:
         "stdout_visibility": "hidden",
         "tests": tests,
     }
+
+
+def late_lines(result: Result) -> list[str]:
+    """What a student is told of their submission time: the extension, then the late note."""
+    late = result.get("late")
+    if not late:
+        return []
+    return [x for x in (late["extension"], late["note"]) if x]
 
 
 def identity_note(result: Result) -> str:
@@ -79,6 +88,7 @@ _STYLE = """body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem au
 line-height:1.45}table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;
 padding:.35rem .5rem;text-align:left;vertical-align:top}.correct{color:#146c2e}
 .carried{color:#8a5a00}.misconception,.wrong,.wrong_unit,.missing,.unreadable{color:#a1131b}.pending{color:#555}
+.late{color:#8a5a00}
 .score{font-size:1.4rem}.solution{background:#f6f6f6;padding:.5rem 1rem;margin:.5rem 0}"""
 
 
@@ -118,6 +128,7 @@ def feedback_html(result: Result, *, title: str, solutions: dict[str, str] | Non
     )
     if result.get("released_to"):
         error += f"<p class=wrong>{html.escape(identity_note(result))}</p>"
+    error += "".join(f"<p class=late>{html.escape(line)}</p>" for line in late_lines(result))
     cells = "".join(f"<li>{html.escape(e)}</li>" for e in result["cell_errors"])
     cells = f"<p>Cells that raised an error:</p><ul>{cells}</ul>" if cells else ""
     return (
@@ -140,18 +151,28 @@ def _question_scores(result: Result) -> dict[int, float]:
     return scores
 
 
+SUMMARY_LATE = ("earned", "submitted_at", "late_by", "late_days_spent", "late_penalty")
+
+
 def summary_csv(results: list[Result]) -> str:
-    """One row per student, one column per question, then total and error."""
+    """One row per student: a column per question, what was earned, the submission time
+    and what lateness cost (the share of the earned score lost), the total and the error."""
     indices = sorted({g["index"] for r in results for g in r["parts"]})
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(["student_id", *(f"Q{i}" for i in indices), "total", "max", "error"])
+    w.writerow(["student_id", *(f"Q{i}" for i in indices), *SUMMARY_LATE, "total", "max", "error"])
     for r in results:
         q = _question_scores(r)
+        late = r.get("late") or {}
         w.writerow(
             [
                 r["student_id"],
                 *(f"{q.get(i, 0):g}" for i in indices),
+                f"{r.get('earned', r['score']):g}",
+                late.get("submitted_at") or "",
+                f"{late['late_seconds'] / 3600:.2f} h" if late.get("late_seconds") else "",
+                late.get("pool_days") or "",
+                f"{late['penalty']:g}" if late.get("penalty") else "",
                 f"{r['score']:g}",
                 f"{r['max_score']:g}",
                 r["error"] or "",
@@ -192,8 +213,28 @@ def _bars(values: list[tuple[str, float]], *, maximum: float, unit: str = "") ->
     return f"<svg width=620 height={height} role=img>{''.join(bars)}</svg>"
 
 
-def instructor_report(results: list[Result], *, title: str, signals: dict[str, list[str]]) -> str:
-    """Score histogram, per-question success, misconception counts, errors, copy signals."""
+def _change(c: dict[str, Any]) -> str:
+    """One line of the report's history: when, what, who and why."""
+    d = c["detail"]
+    if c["kind"] == "regrade":
+        what = (
+            f"regrade: {d['from_harvest']} from stored harvests, {d['rerun']} notebooks run "
+            f"again; {d['gained']} gained, {d['lost']} lost ({d['diff']})"
+        )
+    else:
+        what = "; ".join(f"{k}: {v[0]} → {v[1]}" for k, v in d.items())
+    return f"{c['at']}: {what}, by {c['by']} ({c['why']})"
+
+
+def instructor_report(
+    results: list[Result],
+    *,
+    title: str,
+    signals: dict[str, list[str]],
+    history: list[dict[str, Any]] = (),
+) -> str:
+    """Score histogram, per-question success, misconception counts, errors, late work,
+    copy signals, and the history of changes (deadlines, policy, regrades: who and why)."""
     n = len(results)
     maximum = results[0]["max_score"] if results else 0
 
@@ -220,6 +261,17 @@ def instructor_report(results: list[Result], *, title: str, signals: dict[str, l
     rates = [(k, round(100 * sum(v) / len(v), 1)) for k, v in success.items()]
     errors = [f"{r['student_id']}: {r['error']}" for r in results if r["error"]]
     copy = [f"{sid}: {s}" for sid, items in sorted(signals.items()) for s in items]
+    late = [
+        f"{r['student_id']}: {r['late']['note']}"
+        + (f" {r['late']['extension']}" if r["late"]["extension"] else "")
+        for r in results
+        if r.get("late") and r["late"]["late_seconds"] > 0
+    ]
+    clocks = [
+        f"{r['student_id']}: {r['late']['warning']}"
+        for r in results
+        if r.get("late") and r["late"]["warning"]
+    ]
     swapped = [
         f"{r['student_id']} submitted the notebook released to {r['released_to']} "
         f"(graded with {r['student_id']}'s numbers)"
@@ -246,6 +298,9 @@ def instructor_report(results: list[Result], *, title: str, signals: dict[str, l
         f"<h2>Misconceptions</h2>"
         f"{_bars(misconceptions.most_common(), maximum=max(misconceptions.values(), default=1))}"
         f"<h2>Errors</h2>{items(errors)}"
+        f"<h2>Late work</h2>{items(late)}"
+        f"<h2>Submission times to check</h2>{items(clocks)}"
         f"<h2>Notebooks released to another student</h2>{items(swapped)}"
-        f"<h2>Copy signals (never penalised automatically)</h2>{items(copy)}</html>\n"
+        f"<h2>Copy signals (never penalised automatically)</h2>{items(copy)}"
+        f"<h2>Changes</h2>{items([_change(c) for c in history])}</html>\n"
     )

@@ -46,19 +46,45 @@ def content_hash(notebook: Path) -> str:
     return hashlib.sha256(notebook.read_bytes()).hexdigest()
 
 
-def released_to(notebook: Path) -> str | None:
-    """The student id a notebook was released to (its ScaleGrade metadata), if readable.
+MAX_WRITTEN_CHARS = 20_000  # of one written answer, as kept for the person who marks it
+PLACEHOLDER = "YOUR ANSWER HERE"  # what a released free-response cell holds
 
-    Plain JSON is parsed; nothing in the notebook is run here.
-    """
+
+def _read(notebook: Path) -> dict | None:
+    """The notebook's JSON (plain data; nothing in it is run here), if readable."""
     try:
         if notebook.stat().st_size > MAX_NOTEBOOK_BYTES:
             return None
         doc = json.loads(notebook.read_text(encoding="utf-8"))
-        sid = doc["metadata"]["scalegrade"]["student_id"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def released_to(notebook: Path) -> str | None:
+    """The student id a notebook was released to (its ScaleGrade metadata), if readable."""
+    try:
+        sid = (_read(notebook) or {})["metadata"]["scalegrade"]["student_id"]
+    except (KeyError, TypeError):
         return None
     return sid if isinstance(sid, str) else None
+
+
+def written_answers(notebook: Path) -> dict[str, dict[str, str]]:
+    """Question -> part -> the text of each free-response cell, as the student left it
+    ("" when untouched), for the person who marks it.  Read from the notebook's JSON, by
+    the cells' ScaleGrade metadata; nothing in it is run."""
+    cells = (_read(notebook) or {}).get("cells")
+    out: dict[str, dict[str, str]] = {}
+    for cell in cells if isinstance(cells, list) else []:
+        part = cell.get("metadata", {}).get("scalegrade") if isinstance(cell, dict) else None
+        if not isinstance(part, dict) or part.get("kind") != "free_response":
+            continue
+        source = cell.get("source", "")
+        text = "".join(source) if isinstance(source, list) else str(source)
+        text = "" if text.strip() == PLACEHOLDER else text.strip()[:MAX_WRITTEN_CHARS]
+        out.setdefault(str(part.get("question")), {})[str(part.get("answer"))] = text
+    return out
 
 
 def grade_one(
@@ -85,8 +111,12 @@ def grade_one(
         return grade_harvest(key, None, error=f"{notebook}: cannot read ({err.strerror})", **rules)
     _warm_the_comparison()
     outcome = runner.run(notebook, keys.plan(key))
-    result = grade_harvest(key, outcome.harvest, error=outcome.error, **rules)
+    harvest = outcome.harvest
+    if harvest is not None:
+        harvest = {**harvest, "written": written_answers(notebook)}
+    result = grade_harvest(key, harvest, error=outcome.error, **rules)
     result.content_hash = digest
+    result.harvest = harvest
     result.seconds = outcome.seconds
     result.isolation = outcome.isolation
     owner = released_to(notebook)

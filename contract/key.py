@@ -19,14 +19,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    computed_field,
+    field_validator,
+    model_validator,
+)
 
+from contract import times
 from contract.answers import Tolerance, unit_factor
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# older schemas this grader still reads: what they lack has a default (schema 2: the
+# course's time zone, UTC, and no late-day pool, the late policy as it was written)
+_READABLE = {2}
 RELEASE_FILE = "assignment.json"
 CHECKS_DIR = "checks"
 
@@ -51,8 +64,14 @@ class Policy(_Model):
 
     ecf: bool = True  # error carried forward along the answer graph
     ecf_credit: float = Field(default=0.8, ge=0, le=1)  # share of the points carried earns
+    # lateness (autograder.lateness): each started day late costs this share of the score
+    # earned, or each started hour 1/24 of it (late_charge: hour); later than
+    # late_days_max days, nothing is earned; a student's late_days_pool free days, shared
+    # by the course's assignments, are spent first, in submission order
     late_penalty_per_day: float = Field(default=0.1, ge=0, le=1)
+    late_charge: Literal["day", "hour"] = "day"
     late_days_max: int = Field(default=3, ge=0)
+    late_days_pool: int = Field(default=0, ge=0)
     solutions_after_due: bool = True  # expected values and worked solutions in feedback
 
 
@@ -181,12 +200,23 @@ class Release(_Model):
     title: str
     kind: Literal["homework", "exam", "selftest"]
     notebook: str  # the released notebook's file name: hw1.ipynb
-    due: str | None  # ISO 8601; a time without a zone is read as UTC
+    due: str | None  # ISO 8601 with its offset (contract.times)
+    timezone: str = "UTC"  # the course's: times written without a zone are read in it
     policy: Policy
     points: float
     questions: tuple[str, ...]
     students: tuple[str, ...]
     checks: dict[str, str] = Field(default_factory=dict)  # file under keys/ -> SHA-256
+
+    @field_validator("timezone")
+    @classmethod
+    def _a_zone(cls, name: str) -> str:
+        times.zone(name)
+        return name
+
+    def due_at(self) -> datetime | None:
+        """The deadline as an instant (a due date written without a zone: the course's)."""
+        return None if self.due is None else times.parse(self.due, self.timezone)
 
     def to_json(self) -> str:
         return _dumps(self)
@@ -203,7 +233,7 @@ def _dumps(model: _Model) -> str:
 
 def _parse(cls: type[_Model], doc: Any, where: str) -> Any:
     version = doc.get("schema_version") if isinstance(doc, dict) else None
-    if version != SCHEMA_VERSION:
+    if version != SCHEMA_VERSION and version not in _READABLE:
         what = _OLD_SCHEMAS.get(version, f"key schema {version!r}")
         raise KeyFileError(
             f"{where}: {what}; this grader reads key schema {SCHEMA_VERSION}. Re-key: run "
@@ -211,7 +241,7 @@ def _parse(cls: type[_Model], doc: Any, where: str) -> Any:
             "student keeps the same numbers unless the questions changed"
         )
     try:
-        return cls.model_validate(doc)
+        return cls.model_validate({**doc, "schema_version": SCHEMA_VERSION})
     except ValidationError as err:
         first = err.errors()[0]
         field = ".".join(str(x) for x in first["loc"])

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from contract import Policy, Tolerance
+from contract import Policy, Tolerance, times
 
 
 class Course(BaseModel):
@@ -18,3 +18,10 @@ class Course(BaseModel):
     notes_file: str | None = None  # the notes' own file, under $SCALEGRADE_NOTES
     default_tolerance: Tolerance = Tolerance(rel=0.01)
     policy: Policy = Policy()
+    timezone: str = "UTC"  # IANA: deadlines and submission times without a zone are in it
+
+    @field_validator("timezone")
+    @classmethod
+    def _a_zone(cls, name: str) -> str:
+        times.zone(name)
+        return name

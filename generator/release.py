@@ -20,10 +20,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import contract
-from contract import Checks, CodePart, FreeResponse, Key, Release, Student
+from contract import Checks, CodePart, FreeResponse, Key, Release, Student, times
 from contract import Question as KeyQuestion
 from generator import notebook, sheets
 from generator.assignment import Assignment
@@ -32,6 +33,7 @@ from generator.html import markdown
 from generator.variant import Variant, build
 
 OWNED = ("release", "keys", "solutions", "sheets", "ta_keys")
+HISTORY = "keys-history"  # keys replaced by `scalegrade rekey`: kept across a release
 
 
 class ReleaseError(RuntimeError):
@@ -152,7 +154,7 @@ def release(
     start = time.perf_counter()
     out = out.resolve()
     if out.exists() and any(out.iterdir()):
-        theirs = [p.name for p in out.iterdir() if p.name not in OWNED]
+        theirs = [p.name for p in out.iterdir() if p.name not in (*OWNED, HISTORY)]
         if not force:
             raise ReleaseError(f"{out}: exists and is not empty; pass --force to replace it")
         if theirs:
@@ -166,6 +168,8 @@ def release(
         pdf, shared = _build(
             assignment, students, secret, tmp, with_solutions, on_student, otter=otter
         )
+        if (out / HISTORY).is_dir():
+            (out / HISTORY).rename(tmp / HISTORY)
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)
@@ -175,6 +179,14 @@ def release(
     return Summary(
         len(students), len(assignment.questions), time.perf_counter() - start, out, shared, pdf
     )
+
+
+def due_in_zone(due: datetime | None, zone: str) -> str | None:
+    """The due date as written in keys/: with its offset (one written without a zone, in
+    the course's), so that every reader reads the same instant."""
+    if due is None:
+        return None
+    return (due if due.tzinfo else due.replace(tzinfo=times.zone(zone))).isoformat()
 
 
 def _build(assignment, students, secret, root: Path, with_solutions, on_student, otter=False):
@@ -195,7 +207,8 @@ def _build(assignment, students, secret, root: Path, with_solutions, on_student,
         title=spec.title,
         kind=spec.kind,
         notebook=f"{spec.notebook}.ipynb",
-        due=spec.due.isoformat() if spec.due else None,
+        due=due_in_zone(spec.due, course.timezone),
+        timezone=course.timezone,
         policy=assignment.policy,
         points=assignment.points,
         questions=tuple(q.id for q in assignment.questions),

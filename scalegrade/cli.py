@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -468,7 +469,12 @@ def bank(bank_dir: Path | None, show_coverage: bool) -> None:
 )
 @click.option("--image", help="Grading image for --sandbox docker.")
 @click.option("--gpus", help="--gpus for --sandbox docker (e.g. all).")
-@click.option("--db", "db_url", help="Gradebook URL (default: sqlite in OUT).")
+@click.option(
+    "--db",
+    "db_url",
+    help="Gradebook URL (default: sqlite in OUT); give every assignment of a course the same "
+    "one, for its late-day pool (--nbgrader: nbgrader's gradebook).",
+)
 @click.option("--timeout", default=120.0, show_default=True, help="Wall seconds per submission.")
 @click.option(
     "--reveal/--no-reveal",
@@ -476,6 +482,21 @@ def bank(bank_dir: Path | None, show_coverage: bool) -> None:
     help="Show expected values and solutions (default: after the due date).",
 )
 @click.option("--regrade", is_flag=True, help="Grade again even if a notebook is unchanged.")
+@click.option(
+    "--submitted-at",
+    "manifest_file",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="submissions.csv (student_id,submitted_at): submission times over the notebooks' "
+    "own (nbgrader's timestamp.txt, Gradescope's metadata, else the file time).",
+)
+@click.option(
+    "--extensions",
+    "extensions_file",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="extensions.csv to record first (student_id,assignment,due or extra_days,"
+    "granted_by,reason).",
+)
+@click.option("--by", "granted_by", help="Who granted the extensions that name nobody.")
 def grade(
     assignment: str,
     submissions: Path,
@@ -492,10 +513,16 @@ def grade(
     timeout: float,
     reveal: bool | None,
     regrade: bool,
+    manifest_file: Path | None,
+    extensions_file: Path | None,
+    granted_by: str | None,
 ) -> None:
     """Grade SUBMISSIONS/<student_id>/*.ipynb of ASSIGNMENT in the sandbox.
 
     With --nbgrader COURSE: grade COURSE/submitted/*/ASSIGNMENT into nbgrader's gradebook."""
+    late_input = dict(
+        manifest_file=manifest_file, extensions_file=extensions_file, granted_by=granted_by
+    )
     if (executor == "dask") != bool(scheduler):
         fail("--executor dask and --scheduler ADDRESS go together")
     if nbgrader_course is not None:
@@ -512,6 +539,7 @@ def grade(
             db_url=db_url,
             reveal=reveal,
             regrade=regrade,
+            **late_input,
         )
         return
     if submissions is None or keys_dir is None or out is None:
@@ -530,15 +558,45 @@ def grade(
         timeout=timeout,
         reveal=reveal,
         regrade=regrade,
+        **late_input,
     )
 
 
+def _late_input(release, opts: dict) -> dict[str, Any]:
+    """The submission times and extensions a grade run was given, read (or refused) before
+    anything is graded."""
+    from autograder.lateness import ExtensionsError, read_extensions
+    from autograder.submitted_at import ManifestError, read_manifest
+
+    try:
+        manifest = (
+            read_manifest(opts["manifest_file"], release.timezone)
+            if opts.get("manifest_file")
+            else None
+        )
+        extensions = (
+            read_extensions(
+                opts["extensions_file"], release.timezone, granted_by=opts["granted_by"]
+            )
+            if opts.get("extensions_file")
+            else None
+        )
+    except (ManifestError, ExtensionsError) as err:
+        fail(str(err))
+    return dict(manifest=manifest, extensions=extensions)
+
+
 def _grade_nbgrader(course: Path, name: str, **opts: Any) -> None:
+    from autograder.gradebook import GradebookError
     from autograder.nbgrader_gradebook import CourseLayout, grade_course
     from autograder.sandbox import Limits, Sandbox
-    from contract import KeyFileError
+    from contract import KeyFileError, read_release
 
     lay = CourseLayout(course.resolve(), name)
+    try:
+        late_input = _late_input(read_release(lay.keys), opts)
+    except KeyFileError as err:
+        fail(f"{err} (`scalegrade generate ... --out {lay.root}` writes the keys)")
     sandbox = Sandbox(
         backend=opts["backend"],
         limits=Limits(wall_seconds=opts["timeout"]),
@@ -556,9 +614,12 @@ def _grade_nbgrader(course: Path, name: str, **opts: Any) -> None:
                 jobs=opts["jobs"],
                 reveal=opts["reveal"],
                 regrade=opts["regrade"],
+                **late_input,
             )
     except KeyFileError as err:
         fail(f"{err} (`scalegrade generate ... --out {lay.root}` writes the keys)")
+    except GradebookError as err:
+        fail(f"{opts.get('extensions_file')}: nothing recorded, nothing graded:\n{err}")
     table = Table(title=f"{name}: {summary.graded} graded, {summary.errors} errors (nbgrader)")
     for col in ("student", "score", "max", "error"):
         table.add_column(col)
@@ -601,6 +662,7 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
     info = keys.release
     if info.assignment != assignment:
         fail(f"{keys_dir} holds the keys of {info.assignment}, not {assignment}")
+    late_input = _late_input(info, opts)
     hide = [keys_dir.resolve(), out.resolve(), submissions.resolve()]
     limits = Limits(wall_seconds=opts["timeout"])
     sandbox_args = dict(
@@ -620,43 +682,402 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
     from rich.progress import Progress  # ...while the grader imports the rest
 
     from autograder.batch import grade_batch
+    from autograder.gradebook import GradebookError
 
     with (
         runner as sandbox,
         Progress(console=console, transient=True) as bar,
     ):
         task = bar.add_task(f"grading {assignment}", total=None)
-        summary = grade_batch(
-            keys,
-            submissions,
-            out,
-            sandbox=sandbox,
-            db_url=opts["db_url"],
-            jobs=opts["jobs"],
-            reveal=opts["reveal"],
-            regrade=opts["regrade"],
-            on_done=lambda _r: bar.advance(task),
-        )
+        try:
+            summary = grade_batch(
+                keys,
+                submissions,
+                out,
+                sandbox=sandbox,
+                db_url=opts["db_url"],
+                jobs=opts["jobs"],
+                reveal=opts["reveal"],
+                regrade=opts["regrade"],
+                on_done=lambda _r: bar.advance(task),
+                **late_input,
+            )
+        except GradebookError as err:
+            fail(f"{opts.get('extensions_file')}: nothing recorded, nothing graded:\n{err}")
     table = Table(
         title=f"{assignment}: {summary.graded} graded, {summary.skipped} unchanged, "
         f"{summary.errors} errors in {summary.seconds:.1f} s"
     )
-    for col in ("student", "score", "pending", "max", "error"):
-        table.add_column(col, justify="left" if col in ("student", "error") else "right")
+    for col in ("student", "score", "pending", "max", "late", "error"):
+        table.add_column(col, justify="left" if col in ("student", "late", "error") else "right")
     for r in summary.results:
         pending = sum(g["verdict"]["points"] for g in r["parts"] if g["verdict"]["score"] is None)
+        late = r.get("late") or {}
         table.add_row(
             r["student_id"],
             f"{r['score']:.2f}",
             f"{pending:g}",
             f"{r['max_score']:g}",
+            f"-{100 * late['penalty']:g} %" if late.get("penalty") else "",
             (r["error"] or "")[:60],
         )
     console.print("(pending: points of free-response parts, graded by a person)")
     console.print(table)
+    for line in summary.warnings:
+        console.print(f"[yellow]warning[/]: {line}", highlight=False)
     console.print(
         f"results: {out}/<student>/results.json and feedback.html; "
         f"summary.csv, canvas.csv, moodle.csv; report: {out / 'report.html'}"
+    )
+
+
+def _gradebook_options(f):
+    f = click.option("--db", "db_url", help="Gradebook URL (instead of --grades).")(f)
+    return click.option(
+        "--grades",
+        type=click.Path(path_type=Path, file_okay=False),
+        help="The folder `scalegrade grade --out` wrote (its gradebook).",
+    )(f)
+
+
+LATE_SETTINGS = ("late_penalty_per_day", "late_charge", "late_days_max", "late_days_pool")
+
+
+def _gradebook(grades: Path | None, db_url: str | None):
+    """The gradebook a command names: --db URL, or the sqlite file in --grades DIR."""
+    from autograder.gradebook import Gradebook
+
+    if db_url:
+        return Gradebook(db_url)
+    if grades is None:
+        fail("name the gradebook: --grades DIR (what `scalegrade grade --out` wrote) or --db URL")
+    if not (grades / "gradebook.sqlite").is_file():
+        fail(f"{grades}: no gradebook.sqlite (the folder `scalegrade grade --out` wrote)")
+    return Gradebook(f"sqlite:///{(grades / 'gradebook.sqlite').resolve()}")
+
+
+@main.command()
+@click.argument("assignment")
+@_gradebook_options
+@click.option("--due", help="A new deadline for everyone (ISO 8601; no zone: the course's).")
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help=f"Change the late policy: {', '.join(LATE_SETTINGS)}.",
+)
+@click.option(
+    "--extensions",
+    "extensions_file",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="extensions.csv to record (student_id,assignment,due or extra_days,granted_by,reason).",
+)
+@click.option("--by", help="Who makes the change (recorded).")
+@click.option("--why", help="Why (recorded with a deadline or policy change).")
+def late(
+    assignment: str,
+    grades: Path | None,
+    db_url: str | None,
+    due: str | None,
+    settings: tuple[str, ...],
+    extensions_file: Path | None,
+    by: str | None,
+    why: str | None,
+) -> None:
+    """Late work on ASSIGNMENT: who was late, and by how much.
+
+    With --due, --set or --extensions, record the change (who and why), make every standing
+    again from the gradebook (no notebook runs), write the files again, and print whose
+    score changed."""
+    from autograder.batch import publish
+    from autograder.gradebook import GradebookError
+    from autograder.lateness import ExtensionsError, read_extensions
+    from contract import times
+
+    book = _gradebook(grades, db_url)
+    try:
+        row = book.assignment(assignment)
+        policy: dict[str, str] = {}
+        for item in settings:
+            name, eq, value = item.partition("=")
+            if not eq or name not in LATE_SETTINGS:
+                fail(f"--set {item}: give NAME=VALUE, NAME one of {', '.join(LATE_SETTINGS)}")
+            policy[name] = value
+        new_due = times.parse(due, row.timezone) if due else None
+        extensions = (
+            read_extensions(extensions_file, row.timezone, granted_by=by) if extensions_file else []
+        )
+        if new_due or policy:
+            book.change(assignment, by=by or "", why=why or "", due=new_due, policy=policy)
+        if extensions:
+            book.add_extensions(extensions)
+        moved = book.restate() if (new_due or policy or extensions) else []
+        touched: dict[str, set[str]] = {}
+        for m in moved:
+            touched.setdefault(m.assignment, set()).add(m.student_id)
+        for name, students in sorted(touched.items()):
+            publish(book, name, students)
+        results = book.results(assignment)
+    except (GradebookError, ExtensionsError, times.TimeError, ValueError) as err:
+        fail(f"nothing changed: {err}")
+    finally:
+        book.close()
+    scored = [m for m in moved if abs(m.new - m.old) > 1e-9]
+    if scored:
+        table = Table(title=f"scores changed: {len(scored)}")
+        for col in ("assignment", "student", "before", "after", "now"):
+            table.add_column(col)
+        for m in scored:
+            table.add_row(m.assignment, m.student_id, f"{m.old:.2f}", f"{m.new:.2f}", m.why)
+        console.print(table)
+    if new_due or policy or extensions:
+        console.print(
+            f"recorded; {len(scored)} scores changed, {len(moved) - len(scored)} more "
+            "feedback notes rewritten",
+            highlight=False,
+        )
+    table = Table(title=f"{assignment}: submission times")
+    for col in ("student", "submitted", "late by", "free days", "penalty", "score", "source"):
+        table.add_column(col)
+    for r in results:
+        late_ = r.get("late") or {}
+        if not late_:
+            continue
+        table.add_row(
+            r["student_id"],
+            times.shown(datetime.fromisoformat(late_["submitted_at"]), row.timezone)
+            if late_.get("submitted_at")
+            else "—",
+            f"{late_['late_seconds'] / 3600:.1f} h" if late_["late_seconds"] else "",
+            f"{late_['pool_days'] or ''}",
+            f"{100 * late_['penalty']:g} %" if late_["penalty"] else "",
+            f"{r['score']:.2f}",
+            late_["time_source"] + (" (check it)" if late_["warning"] else ""),
+        )
+    console.print(table)
+
+
+@main.command()
+@click.argument("assignment")
+@bank_option
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="The folder `scalegrade generate --out` wrote: its keys are replaced.",
+)
+@click.option(
+    "--secret-file",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="The course secret the assignment was released with [default: $SCALEGRADE_SECRET].",
+)
+@click.option(
+    "--allow-new-numbers",
+    is_flag=True,
+    help="Let a change give other numbers to the students who have not submitted yet.",
+)
+@_gradebook_options
+def rekey(
+    assignment: str,
+    bank_dir: Path | None,
+    out: Path,
+    secret_file: Path | None,
+    allow_new_numbers: bool,
+    grades: Path | None,
+    db_url: str | None,
+) -> None:
+    """Rebuild ASSIGNMENT's keys after its questions were fixed, with the same seeds.
+
+    Says what changed per question; refuses a change that would give a student other
+    numbers (with --allow-new-numbers: only those who have not submitted get them, and a
+    new notebook).  Then `scalegrade regrade` grades again."""
+    from generator.rekey import rekey as rebuild
+    from generator.release import ReleaseError
+    from generator.secret import SecretError, load_secret
+    from generator.variant import VariantError
+
+    try:
+        secret = load_secret(secret_file)
+    except SecretError as err:
+        fail(str(err))
+    submitted: set[str] = set()
+    if grades or db_url:
+        book = _gradebook(grades, db_url)
+        try:
+            submitted = {r["student_id"] for r in book.results(assignment)}
+        finally:
+            book.close()
+    elif allow_new_numbers:
+        fail("--allow-new-numbers needs the gradebook (--grades or --db), to know who submitted")
+    a = _load_assignment(assignment, bank_dir)
+    try:
+        done = rebuild(
+            a, out, secret=secret, submitted=submitted, allow_new_numbers=allow_new_numbers
+        )
+    except (ReleaseError, VariantError) as err:
+        fail(str(err))
+    if not done.changes:
+        console.print(f"{assignment}: the keys are those released; nothing changed")
+        return
+    table = Table(title=f"{assignment}: what changed")
+    table.add_column("question")
+    table.add_column("change")
+    for q, what in done.changes.items():
+        table.add_row(q, "\n".join(what))
+    console.print(table)
+    if done.new_numbers:
+        console.print(
+            f"new numbers and notebooks for {len(done.new_numbers)} students who had not "
+            f"submitted: {', '.join(done.new_numbers)} ({out / 'release'})",
+            highlight=False,
+        )
+    console.print(
+        f"keys replaced; the old ones are in {done.archived}. Next: scalegrade regrade "
+        f"{assignment} --grades DIR --by NAME --why TEXT",
+        highlight=False,
+    )
+
+
+@main.command()
+@click.argument("assignment")
+@_gradebook_options
+@click.option("--by", required=True, help="Who regrades (recorded).")
+@click.option("--why", required=True, help="Why (recorded, and in the report).")
+@click.option(
+    "--sandbox",
+    "backend",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "namespaces", "process", "docker"]),
+    help="Where changed code checks run again.",
+)
+@click.option("--timeout", default=120.0, show_default=True, help="Wall seconds per submission.")
+def regrade(
+    assignment: str,
+    grades: Path | None,
+    db_url: str | None,
+    by: str,
+    why: str,
+    backend: str,
+    timeout: float,
+) -> None:
+    """Grade ASSIGNMENT again against its keys as they are now (after `scalegrade rekey`).
+
+    From the stored harvests where only the comparison changed, no notebook run; the
+    notebook again, for those probes only, where a code part's checks changed.  Writes the
+    diff (OUT/regrade-N.csv), every file again, and records who and why."""
+    from autograder.batch import publish
+    from autograder.gradebook import GradebookError
+    from autograder.regrade import regrade as grade_again
+    from autograder.regrade import write_diff
+    from autograder.sandbox import Limits, Sandbox
+
+    book = _gradebook(grades, db_url)
+
+    def open_runner(keys):
+        hide = [keys.folder.resolve(), Path(book.assignment(assignment).out_dir or ".").resolve()]
+        return Sandbox(
+            backend=backend, limits=Limits(wall_seconds=timeout), hide=hide, preload=keys.preload
+        )
+
+    try:
+        done = grade_again(book, assignment, open_runner=open_runner)
+        out = publish(book, assignment, set(done.totals))
+        path = write_diff(out, done)
+        book.log(
+            assignment,
+            "regrade",
+            {
+                "from_harvest": done.from_harvest,
+                "rerun": done.rerun,
+                "gained": len(done.gained),
+                "lost": len(done.lost),
+                "diff": path.name,
+            },
+            by=by,
+            why=why,
+        )
+        publish(book, assignment, set())  # the report, with this regrade in its history
+    except GradebookError as err:
+        fail(str(err))
+    finally:
+        book.close()
+    console.print(
+        f"{assignment}: {done.from_harvest} graded again from their harvests (no notebook "
+        f"run), {done.rerun} notebooks run again for changed checks, {done.unchanged} "
+        f"unchanged, in {done.seconds:.2f} s; {len(done.gained)} gained, {len(done.lost)} "
+        f"lost; diff: {path}",
+        highlight=False,
+    )
+    for line in done.errors:
+        console.print(f"[yellow]not regraded[/]: {line}", highlight=False)
+    if done.totals:
+        table = Table(title="scores that changed")
+        for col in ("student", "before", "after"):
+            table.add_column(col)
+        for sid, (old, new) in done.totals.items():
+            if abs(new - old) > 1e-9:
+                table.add_row(sid, f"{old:.2f}", f"{new:.2f}")
+        console.print(table)
+
+
+@main.group()
+def marks() -> None:
+    """Marks given by people: export a marking sheet, import it filled in."""
+
+
+@marks.command("export")
+@click.argument("assignment")
+@_gradebook_options
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="CSV to write.")
+def marks_export(assignment: str, grades: Path | None, db_url: str | None, out: Path) -> None:
+    """A marking sheet of ASSIGNMENT: one row per student and part a person grades."""
+    from autograder.gradebook import GradebookError
+    from autograder.keys import Keys
+    from autograder.marks import sheet
+    from contract import KeyFileError
+
+    book = _gradebook(grades, db_url)
+    try:
+        row = book.assignment(assignment)
+        keys = Keys(Path(row.keys_dir or ""))
+        text = sheet(assignment, book.results(assignment), keys.all())
+    except (GradebookError, KeyFileError) as err:
+        fail(str(err))
+    finally:
+        book.close()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    console.print(f"{out}: {text.count(chr(10)) - 1} rows to mark", highlight=False)
+
+
+@marks.command("import")
+@click.argument("sheet_file", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@_gradebook_options
+@click.option("--by", "marker", required=True, help="Who marked (recorded with each mark).")
+def marks_import(sheet_file: Path, grades: Path | None, db_url: str | None, marker: str) -> None:
+    """Record the marks of a filled-in sheet; the standings and files are made again."""
+    from autograder.batch import publish
+    from autograder.gradebook import GradebookError
+    from autograder.marks import MarksError, read_sheet
+
+    book = _gradebook(grades, db_url)
+    try:
+        standings = {
+            name: {r["student_id"]: r for r in book.results(name)} for name in book.assignments()
+        }
+        given = read_sheet(sheet_file, standings, marker=marker)
+        moved = book.add_marks(given)
+        for name in sorted({m.assignment for m in moved}):
+            publish(book, name, {m.student_id for m in moved if m.assignment == name})
+    except (MarksError, GradebookError) as err:
+        fail(f"nothing recorded:\n{err}")
+    finally:
+        book.close()
+    console.print(
+        f"{len(given)} marks recorded by {marker}; {len(moved)} standings changed",
+        highlight=False,
     )
 
 
@@ -789,6 +1210,13 @@ def export() -> None:
     show_default=True,
     help="Package index setup.sh installs torch's CPU build from.",
 )
+@click.option(
+    "--extensions",
+    "extensions_file",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="extensions.csv to ship: each submission's late penalty then counts from its "
+    "student's extended deadline (Gradescope's created_at against the policy).",
+)
 def export_gradescope(
     assignment: str,
     keys_dir: Path,
@@ -796,9 +1224,11 @@ def export_gradescope(
     wheel: Path | None,
     timeout: float,
     torch_index: str,
+    extensions_file: Path | None,
 ) -> None:
     """A Gradescope autograder zip (setup.sh, run_autograder) grading ASSIGNMENT's notebooks."""
     from autograder import gradescope
+    from autograder.lateness import ExtensionsError
     from contract import KeyFileError, read_release
 
     try:
@@ -806,9 +1236,14 @@ def export_gradescope(
         if info.assignment != assignment:
             fail(f"{keys_dir} holds the keys of {info.assignment}, not {assignment}")
         package = gradescope.build(
-            keys_dir, out, wheel=wheel, timeout=timeout, torch_index=torch_index
+            keys_dir,
+            out,
+            wheel=wheel,
+            timeout=timeout,
+            torch_index=torch_index,
+            extensions=extensions_file,
         )
-    except (KeyFileError, gradescope.PackageError) as err:
+    except (KeyFileError, gradescope.PackageError, ExtensionsError) as err:
         fail(str(err))
     console.print(
         f"{package.path}: {package.bytes / 2**20:.1f} MiB, {package.students} students' keys, "
@@ -824,7 +1259,6 @@ def _lms_export(lms_name: str, assignment: str, opts: dict[str, Any]) -> None:
     from collections import Counter
 
     from autograder import lms
-    from autograder.gradebook import Gradebook
     from contract import KeyFileError, read_keys, read_release
 
     try:
@@ -840,10 +1274,7 @@ def _lms_export(lms_name: str, assignment: str, opts: dict[str, Any]) -> None:
         fail(f"{opts['keys_dir']} holds the keys of {info.assignment}, not {assignment}")
     if existing and existing.lms != lms_name:
         fail(f"{opts['lms_export']}: a {existing.lms} file, not {lms_name}")
-    db = opts["db_url"] or f"sqlite:///{(opts['grades'] / 'gradebook.sqlite').resolve()}"
-    if not opts["db_url"] and not (opts["grades"] / "gradebook.sqlite").is_file():
-        fail(f"{opts['grades']}: no gradebook.sqlite (the folder `scalegrade grade --out` wrote)")
-    book = Gradebook(db)
+    book = _gradebook(opts["grades"], opts["db_url"])
     try:
         results = book.results(assignment)
     finally:

@@ -1,69 +1,18 @@
-"""The gradebook on a real PostgreSQL server (a throwaway cluster started for the test).
-
-Needs Debian's postgresql (initdb, pg_ctl); `.ci/run` installs it and sets
-SCALEGRADE_REQUIRE_POSTGRES=1 so that CI fails rather than skips when it is missing.
-"""
+"""The gradebook on a real PostgreSQL server (a throwaway cluster: tests/postgres.py)."""
 
 from __future__ import annotations
 
-import glob
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
-from pathlib import Path
+import sqlite3
 
 import pytest
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import create_engine, text
 
 from autograder.grade import StudentResult
-from autograder.gradebook import Gradebook
-
-
-def _bin(name: str) -> str | None:
-    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}")) or [shutil.which(name)]
-    return found[-1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    initdb, pg_ctl = _bin("initdb"), _bin("pg_ctl")
-    if not initdb or not pg_ctl:
-        message = "PostgreSQL server binaries (initdb, pg_ctl) are not installed"
-        if os.environ.get("SCALEGRADE_REQUIRE_POSTGRES"):
-            pytest.fail(message)
-        pytest.skip(message)
-    # not under pytest's tmp folder: that one is private to root, and the server's user
-    # must reach its data directory
-    base = Path(tempfile.mkdtemp(prefix="scalegrade-pg-"))
-    data = base / "data"
-    run_as: list[str] = []
-    if os.geteuid() == 0:  # the server refuses to run as root
-        shutil.chown(base, "postgres")
-        run_as = ["runuser", "-u", "postgres", "--"]
-    port = _free_port()
-    subprocess.run(
-        [*run_as, initdb, "-D", str(data), "-A", "trust", "-U", "postgres"],
-        check=True,
-        capture_output=True,
-    )
-    options = f"-k {data} -p {port} -c listen_addresses=''"
-    # the server's output goes to a log file: a pipe would be held open by the server
-    # and the call would never return
-    log = str(base / "server.log")
-    start = [*run_as, pg_ctl, "-D", str(data), "-o", options, "-l", log, "-w", "start"]
-    subprocess.run(start, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        yield f"postgresql+psycopg://postgres@/postgres?host={data}&port={port}"
-    finally:
-        stop = [*run_as, pg_ctl, "-D", str(data), "-m", "immediate", "stop"]
-        subprocess.run(stop, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+from autograder.gradebook import MIGRATIONS, Gradebook
+from tests import postgres
+from tests.autograder.test_gradebook import OLD
 
 
 def test_gradebook_round_trip_on_postgresql(postgres_url):
@@ -77,4 +26,31 @@ def test_gradebook_round_trip_on_postgresql(postgres_url):
         ("ana", 9.0),
         ("ben", 7.5),
     ]
+    book.close()
+
+
+def test_a_gradebook_from_before_migrations_is_upgraded_on_postgresql(postgres_url):
+    """The SQLite test's file, loaded into PostgreSQL as that version left it (its tables,
+    no alembic_version), then opened: every grade is there, as an attempt too."""
+    url = postgres.database(postgres_url, "before_migrations")
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0001")
+        conn.execute(text("DROP TABLE alembic_version"))
+        with sqlite3.connect(OLD) as old:
+            for table in ("submissions", "part_grades"):
+                cursor = old.execute(f"SELECT * FROM {table}")
+                names = [c[0] for c in cursor.description]
+                rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+                columns = ", ".join(names)
+                values = ", ".join(f":{n}" for n in names)
+                conn.execute(text(f"INSERT INTO {table} ({columns}) VALUES ({values})"), rows)
+    engine.dispose()
+    book = Gradebook(url)
+    scores = [(r["student_id"], r["score"]) for r in book.results("tdlsm/hw1")]
+    assert len(scores) == 6 and dict(scores)["ana"] == pytest.approx(87.3)
+    assert len(book.attempts("tdlsm/hw1", "ana")) == 1
     book.close()

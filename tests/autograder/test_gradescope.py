@@ -24,6 +24,7 @@ import nbformat
 import pytest
 from click.testing import CliRunner
 
+import contract
 from autograder import gradescope
 from autograder.submission import released_to
 from generator import bank
@@ -256,3 +257,42 @@ def test_a_notebook_released_to_someone_else_is_named(course, tmp_path):
     assert gradescope.find_notebook(path.parent, "hw1.ipynb") == path
     (tmp_path / "x.ipynb").write_text("not json")
     assert released_to(tmp_path / "x.ipynb") is None
+
+
+def test_a_late_submission_is_charged_from_gradescope_created_at(course, tmp_path):
+    """created_at 2026-12-01T21:22:32Z against a deadline of 2026-11-30T12:00Z: 1 d 9 h
+    late, two started days at the course's 10 % a day; an extension shipped in the zip
+    moves the deadline past it."""
+    users = [{"email": "ana@x.edu", "id": 9001, "name": "Ana Lima"}]
+    tree = _autograder_tree(course, tmp_path, _honest(course, "ana"), users)
+    release_file = tree / "source" / "scalegrade" / "keys" / "assignment.json"
+    doc = json.loads(release_file.read_text(encoding="utf-8"))
+    release_file.write_text(json.dumps({**doc, "due": "2026-11-30T12:00:00+00:00"}))
+    assert gradescope.run(tree) == 0
+    late = json.loads((tree / "results" / "results.json").read_text(encoding="utf-8"))
+    full = sum(t["score"] for t in late["tests"] if "score" in t)
+    assert late["score"] == pytest.approx(0.8 * full, abs=1e-3)
+    assert "1 d 9 h 23 min late: 2 started days charged, 20 % off" in late["output"]
+    (tree / "source" / "scalegrade" / "extensions.csv").write_text(
+        "student_id,assignment,extra_days,granted_by,reason\nana,dl/hw1,2,Prof. Ada,ill\n"
+    )
+    assert gradescope.run(tree) == 0
+    extended = json.loads((tree / "results" / "results.json").read_text(encoding="utf-8"))
+    assert extended["score"] == pytest.approx(full, abs=1e-3)
+    assert "Extension: 2 more days, granted by Prof. Ada (ill)." in extended["output"]
+    assert "on time" in extended["output"]
+
+
+def test_the_zip_ships_only_extensions_of_its_assignment_and_roster(course, tmp_path):
+    path = tmp_path / "extensions.csv"
+    path.write_text(
+        "student_id,assignment,extra_days,granted_by,reason\n"
+        "ana,dl/hw1,2,Ada,ill\nzoe,dl/hw1,2,Ada,ill\nben,dl/hw2,1,Ada,ill\n"
+    )
+    info = contract.read_release(course / "hw1" / "keys")
+    with pytest.raises(gradescope.PackageError) as err:
+        gradescope._extensions_for(path, info)
+    assert str(err.value).splitlines() == [
+        f"{path}:3: student zoe: not on the roster of dl/hw1",
+        f"{path}:4: student ben: an extension of dl/hw2, not dl/hw1",
+    ]

@@ -45,18 +45,41 @@ def test_a_key_of_the_old_schema_is_refused_with_the_fix():
         contract.read_key(OLD / "ana.json")
     message = str(err.value)
     assert "keys_schema1/ana.json" in message and "checks were read from templates/" in message
-    assert "this grader reads key schema 2" in message and "scalegrade generate" in message
+    assert (
+        f"this grader reads key schema {contract.SCHEMA_VERSION}" in message
+        and "scalegrade generate" in message
+    )
     with pytest.raises(KeyFileError, match="assignment.json: ScaleGrade 0.1's keys"):
         contract.read_release(OLD)
 
 
 def test_an_unknown_version_names_the_file(keys_dir, tmp_path):
     doc = json.loads((keys_dir / "ana.json").read_text(encoding="utf-8"))
-    for version in (3, None, "2"):
+    for version in (4, None, "2"):
         path = tmp_path / "ana.json"
         path.write_text(json.dumps({**doc, "schema_version": version}), encoding="utf-8")
         with pytest.raises(KeyFileError, match=rf"{path}: key schema {version!r}; .* reads"):
             contract.read_key(path)
+
+
+def test_schema_2_keys_are_read_with_the_defaults_of_what_they_lack(keys_dir, tmp_path):
+    """Schema 3 added the course's time zone and the late-day pool: a key folder written
+    before (schema 2) is still graded, as UTC with no pool, as it was."""
+    doc = json.loads((keys_dir / "assignment.json").read_text(encoding="utf-8"))
+    del doc["timezone"]
+    for name in ("late_charge", "late_days_pool"):
+        del doc["policy"][name]
+    path = tmp_path / "assignment.json"
+    path.write_text(json.dumps({**doc, "schema_version": 2}), encoding="utf-8")
+    release = contract.read_release(tmp_path)
+    assert release.timezone == "UTC" and release.policy.late_days_pool == 0
+    assert release.schema_version == contract.SCHEMA_VERSION
+
+
+def test_a_release_in_no_time_zone_is_refused(keys_dir):
+    doc = json.loads((keys_dir / "assignment.json").read_text(encoding="utf-8"))
+    with pytest.raises(KeyFileError, match="timezone: .*'Mars/Olympus' is not a time zone"):
+        contract.Release.from_json({**doc, "timezone": "Mars/Olympus"}, "assignment.json")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,308 @@
+"""A semester on ScaleGrade, end to end, on SQLite and on a real PostgreSQL server.
+
+Two assignments released to a roster; submissions at different times (nbgrader's
+timestamp.txt for the first, a submissions.csv for the second); an extension; the late
+policy with a late-day pool shared by the course; a policy change and a second extension
+made afterwards, each recomputing the standings from the gradebook without running a
+notebook; bad input refused with nothing changed.
+
+Every expected score is worked from the policy (autograder/lateness.py): each started
+day late costs 10 % of the earned score (20 % after the change), each started hour 1/24
+of that on the second assignment (late_charge: hour), nothing after 3 days, and each
+student's 2 free days are spent first, whole days, in the order they submitted.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from autograder.batch import grade_batch
+from autograder.gradebook import Gradebook
+from autograder.keys import Keys
+from autograder.lateness import read_extensions
+from autograder.sandbox import Limits, Sandbox
+from autograder.submitted_at import read_manifest
+from generator.release import release
+from generator.roster import parse
+from scalegrade.cli import main
+from tests import postgres
+from tests.banks import copy_bank
+
+ROSTER = parse(
+    "student_id,name,email\n"
+    + "".join(f"{s},{s.title()},{s}@x.edu\n" for s in ("ana", "ben", "cem", "dan"))
+)
+ASSIGNMENTS = {
+    # due without a zone: the course's (Europe/Zurich, summer time: UTC+2)
+    "sem1": (
+        "due: 2026-10-02T23:59\npolicy: {late_days_pool: 2}\n"
+        "questions:\n  - question: budgets/model-budget\n"
+    ),
+    "sem2": (
+        "due: 2026-10-16T23:59\npolicy: {late_days_pool: 2, late_charge: hour}\n"
+        "questions:\n  - question: systems/ridge-point\n"
+    ),
+}
+# sem1's times, as nbgrader submit writes them (in UTC); the deadline is 21:59 UTC
+NBGRADER_TIMES = {
+    "ana": "2026-10-02 20:00:00.000000 UTC",  # on time
+    "ben": "2026-10-04 09:59:00.000000 UTC",  # 1 d 12 h late: both free days
+    "cem": "2026-10-06 23:00:00.000000 UTC",  # 4 d 1 h 1 min late: 2 free, 3 started days
+    "dan": "2026-10-05 10:00:00.000000 UTC",  # 2 d 12 h late, but 3 more days granted
+}
+# sem2's, in the course's zone; due 23:59 there
+MANIFEST = (
+    "student_id,submitted_at\n"
+    "ana,2026-10-17T02:30\n"  # 2 h 31 min late: one free day (whole days are spent)
+    "ben,2026-10-17T03:00\n"  # 3 h 1 min late, no free day left: 4 started hours
+    "cem,2026-10-16T12:00\n"  # on time; dan submits nothing
+)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'course.sqlite'}"
+    return postgres.database(request.getfixturevalue("postgres_url"), "semester")
+
+
+def _release(root):
+    b = copy_bank(root / "bank", link_templates=True)
+    for name, body in ASSIGNMENTS.items():
+        (b.root / "assignments" / "tdlsm" / f"{name}.yaml").write_text(
+            f"title: {name}\nkind: homework\nnotebook: {name}\n{body}", encoding="utf-8"
+        )
+        release(
+            b.assignment(f"tdlsm/{name}"),
+            ROSTER,
+            secret=b"s" * 32,
+            out=root / name,
+            with_solutions=True,
+        )
+
+
+def _submit(root, name, students, timestamps=None):
+    """Each student hands in their solutions notebook (every autograded point)."""
+    subs = root / f"{name}-subs"
+    for sid in students:
+        (subs / sid).mkdir(parents=True)
+        shutil.copy(root / name / "solutions" / sid / f"{name}.ipynb", subs / sid)
+        if timestamps:
+            (subs / sid / "timestamp.txt").write_text(timestamps[sid], encoding="utf-8")
+    return subs
+
+
+def _grade(root, name, subs, db_url, **late_input):
+    keys = Keys(root / name / "keys")
+    with Sandbox(limits=Limits(wall_seconds=60), hide=[root / name]) as sandbox:
+        return grade_batch(
+            keys,
+            subs,
+            root / f"{name}-grades",
+            sandbox=sandbox,
+            db_url=db_url,
+            reveal=False,
+            **late_input,
+        )
+
+
+def _scores(db_url, name):
+    book = Gradebook(db_url)
+    try:
+        return {r["student_id"]: r for r in book.results(f"tdlsm/{name}")}
+    finally:
+        book.close()
+
+
+def _late(db_url, *args):
+    return CliRunner().invoke(main, ["late", *args, "--db", db_url], catch_exceptions=False)
+
+
+def test_a_semester_of_deadlines_extensions_and_late_work(tmp_path, db_url):
+    root = tmp_path
+    _release(root)
+    zone = Keys(root / "sem1" / "keys").release.timezone
+    assert zone == "Europe/Zurich"
+    extensions = root / "extensions.csv"
+    extensions.write_text(
+        "student_id,assignment,extra_days,granted_by,reason\n"
+        "dan,tdlsm/sem1,3,Prof. Ada,medical certificate\n",
+        encoding="utf-8",
+    )
+    subs1 = _submit(root, "sem1", ["ana", "ben", "cem", "dan"], NBGRADER_TIMES)
+    first = _grade(root, "sem1", subs1, db_url, extensions=read_extensions(extensions, zone))
+    assert first.graded == 4 and not first.errors
+    (root / "submissions.csv").write_text(MANIFEST, encoding="utf-8")
+    subs2 = _submit(root, "sem2", ["ana", "ben", "cem"])
+    _grade(root, "sem2", subs2, db_url, manifest=read_manifest(root / "submissions.csv", zone))
+
+    s1, s2 = _scores(db_url, "sem1"), _scores(db_url, "sem2")
+    e1, e2 = s1["ana"]["autograded"], s2["ana"]["autograded"]
+    assert e1 > 0 and e2 > 0 and all(r["earned"] == e1 for r in s1.values())
+    assert {sid: r["score"] for sid, r in s1.items()} == {
+        "ana": e1,
+        "ben": e1,  # both free days
+        "cem": pytest.approx(0.7 * e1),  # 3 started days after the 2 free ones
+        "dan": e1,  # on time with the extension
+    }
+    assert {sid: r["score"] for sid, r in s2.items()} == {
+        "ana": e2,  # one free day covers 2 h 31 min
+        "ben": pytest.approx(e2 * (1 - 4 * 0.1 / 24)),  # the pool was spent on sem1
+        "cem": e2,
+    }  # dan submitted nothing: no standing (a batch grades the folders it is given)
+    assert s1["ben"]["late"]["pool_days"] == 2 and s2["ana"]["late"]["pool_days"] == 1
+    assert s1["ben"]["late"]["time_source"] == "nbgrader"
+    assert s2["ben"]["late"]["time_source"] == "submissions.csv:3"
+
+    # what the students and the LMS see is the standing
+    grades1 = root / "sem1-grades"
+    cem = json.loads((grades1 / "cem" / "results.json").read_text())
+    assert cem["score"] == pytest.approx(round(0.7 * e1, 4))
+    assert "3 started days charged, 30 % off" in cem["output"]
+    feedback = (grades1 / "dan" / "feedback.html").read_text()
+    assert "Extension: 3 more days, granted by Prof. Ada (medical certificate)." in feedback
+    summary = {
+        r["student_id"]: r
+        for r in csv.DictReader(io.StringIO((grades1 / "summary.csv").read_text()))
+    }
+    assert float(summary["cem"]["total"]) == pytest.approx(0.7 * e1, abs=1e-3)
+    assert summary["cem"]["late_penalty"] == "0.3" and summary["ben"]["late_days_spent"] == "2"
+    canvas = list(csv.reader(io.StringIO((grades1 / "canvas.csv").read_text())))
+    assert float(next(r for r in canvas if r[2] == "cem")[-1]) == pytest.approx(0.7 * e1, abs=1e-2)
+
+    # a TA marks the free-response part of sem1, (e), 2 points; a broken sheet first
+    sheet_file = root / "marks.csv"
+    done = CliRunner().invoke(
+        main, ["marks", "export", "tdlsm/sem1", "--db", db_url, "--out", str(sheet_file)]
+    )
+    assert done.exit_code == 0, done.output
+    rows = list(csv.DictReader(io.StringIO(sheet_file.read_text(encoding="utf-8"))))
+    assert [(r["student_id"], r["part"], r["points"]) for r in rows] == [
+        (sid, "fits", "2") for sid in ("ana", "ben", "cem", "dan")
+    ]
+    assert "FlashAttention" in rows[0]["rubric"] and rows[0]["answer"].startswith("*Expected:*")
+    given = {"ana": ("2", "both remedies"), "ben": ("1.5", "one remedy"), "cem": ("1", "")}
+    for r in rows:
+        r["score"], r["comment"] = given.get(r["student_id"], ("", ""))
+    _write_sheet(sheet_file, rows)
+    broken = root / "broken.csv"
+    _write_sheet(broken, [{**rows[0], "score": "5"}, {**rows[1], "student_id": "zoe"}])
+    bad = CliRunner().invoke(main, ["marks", "import", str(broken), "--db", db_url, "--by", "Bo"])
+    assert bad.exit_code == 2 and "nothing recorded" in bad.output
+    assert "broken.csv:2: student ana" in bad.output and "broken.csv:3: student zoe" in bad.output
+    assert _scores(db_url, "sem1")["ana"]["score"] == e1
+    done = CliRunner().invoke(
+        main, ["marks", "import", str(sheet_file), "--db", db_url, "--by", "TA Bo"]
+    )
+    assert done.exit_code == 0, done.output
+    assert "3 marks recorded by TA Bo" in done.output
+    s1 = _scores(db_url, "sem1")
+    assert {sid: r["score"] for sid, r in s1.items()} == {
+        "ana": e1 + 2,
+        "ben": e1 + 1.5,
+        "cem": pytest.approx(0.7 * (e1 + 1)),  # the late penalty is of all that was earned
+        "dan": e1,  # not marked yet: pending
+    }
+    fits = next(g["verdict"] for g in s1["ben"]["parts"] if g["verdict"]["part"] == "fits")
+    assert (fits["status"], fits["feedback"], fits["marked_by"]) == (
+        "marked",
+        "one remedy",
+        "TA Bo",
+    )
+    assert "one remedy" in (grades1 / "ben" / "feedback.html").read_text()
+
+    # the instructor doubles the penalty: standings move, no notebook runs again
+    attempts = _attempts(db_url)
+    done = _late(
+        db_url,
+        "tdlsm/sem1",
+        "--set",
+        "late_penalty_per_day=0.2",
+        "--by",
+        "Prof. Ada",
+        "--why",
+        "the syllabus says 20 % a day",
+    )
+    assert done.exit_code == 0, done.output
+    assert "scores changed: 1" in done.output and "cem" in done.output
+    assert _scores(db_url, "sem1")["cem"]["score"] == pytest.approx(0.4 * (e1 + 1))
+    cem = json.loads((grades1 / "cem" / "results.json").read_text())
+    assert cem["score"] == pytest.approx(round(0.4 * (e1 + 1), 4))  # written again
+    assert _attempts(db_url) == attempts
+
+    # an extension for ben's sem1 frees his pool for sem2: that standing moves too
+    (root / "more.csv").write_text(
+        "student_id,assignment,extra_days,reason\nben,tdlsm/sem1,2,exchange travel\n",
+        encoding="utf-8",
+    )
+    done = _late(db_url, "tdlsm/sem1", "--extensions", str(root / "more.csv"), "--by", "TA Bo")
+    assert done.exit_code == 0, done.output
+    s2 = _scores(db_url, "sem2")
+    assert s2["ben"]["score"] == e2 and s2["ben"]["late"]["pool_days"] == 1
+    assert _scores(db_url, "sem1")["ben"]["late"]["pool_days"] == 0
+    assert _scores(db_url, "sem1")["ben"]["score"] == e1 + 1.5
+    assert "tdlsm/sem2" in done.output and "ben" in done.output
+    ben2 = json.loads((root / "sem2-grades" / "ben" / "results.json").read_text())
+    assert ben2["score"] == pytest.approx(round(e2, 4))
+    assert _attempts(db_url) == attempts
+    book = Gradebook(db_url)
+    assert [c["by"] for c in book.changes("tdlsm/sem1")] == ["Prof. Ada"]
+    assert book.extensions()[("tdlsm/sem1", "ben")].granted_by == "TA Bo"
+    book.close()
+
+    # bad input: one clear error, nothing changed
+    before = (_scores(db_url, "sem1"), _scores(db_url, "sem2"))
+    (root / "bad.csv").write_text(
+        "student_id,assignment,extra_days,granted_by,reason\n"
+        "zoe,tdlsm/sem1,2,Ada,ill\nana,tdlsm/sem1,soon,Ada,ill\n",
+        encoding="utf-8",
+    )
+    bad = _late(db_url, "tdlsm/sem1", "--extensions", str(root / "bad.csv"))
+    assert bad.exit_code == 2 and "bad.csv:3: student ana" in bad.output
+    (root / "bad.csv").write_text(
+        "student_id,assignment,extra_days,granted_by,reason\nzoe,tdlsm/sem1,2,Ada,ill\n",
+        encoding="utf-8",
+    )
+    bad = _late(db_url, "tdlsm/sem1", "--extensions", str(root / "bad.csv"))
+    assert bad.exit_code == 2 and "student zoe is not on the roster of tdlsm/sem1" in bad.output
+    bad = _late(db_url, "tdlsm/sem1", "--due", "next week", "--by", "Ada", "--why", "x")
+    assert bad.exit_code == 2 and "'next week' is not a time" in bad.output
+    bad = _late(db_url, "tdlsm/sem1", "--set", "late_days_max=-1", "--by", "Ada", "--why", "x")
+    assert bad.exit_code == 2 and "late_days_max" in bad.output
+    bad = _late(db_url, "tdlsm/sem1", "--set", "late_days_max=5")
+    assert bad.exit_code == 2 and "say who changes it and why" in bad.output
+    assert (_scores(db_url, "sem1"), _scores(db_url, "sem2")) == before
+
+    # a regrade runs the notebooks again: a new attempt each, and no mark is lost
+    _grade(root, "sem1", subs1, db_url, regrade=True)
+    assert _attempts(db_url) == attempts + 4
+    assert {sid: r["score"] for sid, r in _scores(db_url, "sem1").items()} == {
+        sid: r["score"] for sid, r in before[0].items()
+    }
+    book = Gradebook(db_url)
+    assert [m.score for m in book.marks("tdlsm/sem1", "ben")] == [1.5]
+    book.close()
+
+
+def _write_sheet(path, rows):
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _attempts(db_url):
+    book = Gradebook(db_url)
+    try:
+        return sum(len(book.attempts(f"tdlsm/{n}", s)) for n in ASSIGNMENTS for s in ROSTER_IDS)
+    finally:
+        book.close()
+
+
+ROSTER_IDS = [s.id for s in ROSTER]
