@@ -183,20 +183,22 @@ def grade_batch(
     lock = threading.Lock()  # counts and gradebook writes, from the worker threads
 
     def one(student_id: str, notebook: Path | None) -> None:
-        key = all_keys.get(student_id)
+        when = submitted_at(student_id, notebook, manifest=manifest, zone=info.timezone)
+        key = digest = None
+        version, problem = 0, f"no key for student {student_id!r} in {keys.folder}"
+        if student_id in keys:  # the variant current when it was submitted (the ledger's)
+            try:
+                key, version = keys.key_at(student_id, when.at if when else None)
+                digest = keys.digest(key)
+            except KeyFileError as err:  # e.g. a reseeded key file missing from keys/
+                problem = str(err)
         if key is None:
-            result = StudentResult(
-                student_id,
-                0.0,
-                0.0,
-                [],
-                error=f"no key for student {student_id!r} in {keys.folder}",
-            )
+            result = StudentResult(student_id, 0.0, 0.0, [], error=problem)
         else:
             if (
                 notebook is not None
                 and not regrade
-                and book.unchanged(info.assignment, student_id, content_hash(notebook))
+                and book.unchanged(info.assignment, student_id, content_hash(notebook), digest)
             ):
                 with lock:
                     counts["skipped"] += 1
@@ -205,7 +207,13 @@ def grade_batch(
                 return
             try:
                 result = grade_one(
-                    key, notebook, keys=keys, runner=sandbox, reveal=reveal, others=all_keys
+                    key,
+                    notebook,
+                    keys=keys,
+                    runner=sandbox,
+                    reveal=reveal,
+                    others=all_keys,
+                    version=version,
                 )
             except Exception as err:  # noqa: BLE001 - one submission's trouble, not the batch's
                 result = StudentResult(
@@ -215,7 +223,6 @@ def grade_batch(
                     [],
                     error=f"the grader failed on this submission: {type(err).__name__}: {err}",
                 )
-        when = submitted_at(student_id, notebook, manifest=manifest, zone=info.timezone)
         with lock:
             doc, also = book.record(
                 info.assignment,
@@ -223,7 +230,7 @@ def grade_batch(
                 result_to_json(result),
                 submitted=when,
                 notebook=notebook,
-                key_sha256=keys.digest(student_id) if key else None,
+                key_sha256=digest,
                 checks=keys.checks_used(key) if key else None,
                 policy=info.policy,
             )

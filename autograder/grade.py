@@ -38,6 +38,9 @@ class StudentResult:
     # the student id in the notebook's own metadata, when it is not the student graded:
     # graded as the student who submitted it, with their numbers (shown in the report)
     released_to: str | None = None
+    # the variant version the notebook's metadata claims, when it is not the one graded
+    # (the seed ledger's at its submission time): flagged in the report, never trusted
+    claimed_version: int | None = None
     # what the sandbox returned (plain data), kept in the gradebook's attempt, not the result
     harvest: dict[str, Any] | None = field(default=None, repr=False)
 

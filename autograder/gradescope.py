@@ -330,12 +330,13 @@ def grade_submission(root: Path) -> dict[str, Any]:
             "your submission).",
             info.points,
         )
-    key = keys.key(student_id)
+    when = gradescope_time(root / GRADESCOPE_FILE, info.timezone)
+    at = when.at if isinstance(when, SubmittedAt) else None
+    key, version = keys.key_at(student_id, at)  # the variant current when it was submitted
     reveal = reveal_now(info.due, info.policy, info.timezone)
     limits = Limits(wall_seconds=float(config.get("timeout", 120.0)))
     with Sandbox(limits=limits, hide=[root], preload=keys.preload) as sandbox:
-        result = grade_one(key, notebook, keys=keys, runner=sandbox, reveal=reveal)
-    when = gradescope_time(root / GRADESCOPE_FILE, info.timezone)
+        result = grade_one(key, notebook, keys=keys, runner=sandbox, reveal=reveal, version=version)
     extension = (
         {e.student_id: e for e in read_extensions(source / EXTENSIONS, info.timezone)}.get(
             student_id

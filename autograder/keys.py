@@ -9,12 +9,13 @@ assignment is re-keyed.
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 from pathlib import Path
 
 import contract
 from autograder.checks import Checks, ChecksError
 from autograder.sandbox import Plan, Probe
-from contract import Key, KeyFileError, Release
+from contract import Key, KeyFileError, Ledger, Release
 
 
 def probe_seed(question_seed: str, part_id: str) -> int:
@@ -37,7 +38,8 @@ class Keys:
                 self.checks[file] = Checks.from_source(source, str(self.folder / file))
             except ChecksError as err:
                 raise KeyFileError(str(err)) from None
-        self._keys: dict[str, Key] = {}
+        self.ledger: Ledger = contract.read_ledger(self.folder)
+        self._keys: dict[tuple[str, int | None], Key] = {}
 
     @property
     def preload(self) -> tuple[str, ...]:
@@ -47,19 +49,34 @@ class Keys:
     def __contains__(self, student_id: str) -> bool:
         return student_id in self.release.students
 
-    def key(self, student_id: str) -> Key:
-        """The key of one student of the roster (read once)."""
-        if student_id not in self._keys:
+    def key(self, student_id: str, version: int | None = None) -> Key:
+        """The key of one student of the roster (read once): of their latest variant, or
+        of an earlier ``version`` (the seed ledger's: their number of reseeds)."""
+        if version == self.ledger.version(student_id):
+            version = None
+        if (student_id, version) not in self._keys:
             if student_id not in self:
                 raise KeyFileError(f"{self.folder}: no key for student {student_id!r}")
-            key = contract.read_key(self.folder / f"{student_id}.json")
+            name = (
+                f"{student_id}.json"
+                if version is None
+                else contract.reseeded_key_file(student_id, version)
+            )
+            key = contract.read_key(self.folder / name)
             self._verified(key)
-            self._keys[student_id] = key
-        return self._keys[student_id]
+            self._keys[(student_id, version)] = key
+        return self._keys[(student_id, version)]
 
-    def digest(self, student_id: str) -> str:
-        """The SHA-256 of a student's key file as released (what an attempt was graded by)."""
-        return contract.sha256(self.key(student_id).to_json())
+    def key_at(self, student_id: str, at: datetime | None) -> tuple[Key, int]:
+        """The key a submission made at ``at`` is graded with, and its variant version:
+        the version the ledger says was current then (None: the latest)."""
+        version = self.ledger.version_at(student_id, at)
+        return self.key(student_id, version), version
+
+    @staticmethod
+    def digest(key: Key) -> str:
+        """The SHA-256 of a key file (what an attempt was graded by)."""
+        return contract.sha256(key.to_json())
 
     def checks_used(self, key: Key) -> dict[str, str]:
         """The checks a key's code parts are graded with: file under keys/ -> SHA-256."""

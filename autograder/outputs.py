@@ -272,6 +272,12 @@ def instructor_report(
         for r in results
         if r.get("late") and r["late"]["warning"]
     ]
+    versions = [
+        f"{r['student_id']}'s notebook says variant version {r['claimed_version']}; graded "
+        "with the version the seed ledger says was theirs when it was submitted"
+        for r in results
+        if r.get("claimed_version") is not None
+    ]
     swapped = [
         f"{r['student_id']} submitted the notebook released to {r['released_to']} "
         f"(graded with {r['student_id']}'s numbers)"
@@ -301,6 +307,7 @@ def instructor_report(
         f"<h2>Late work</h2>{items(late)}"
         f"<h2>Submission times to check</h2>{items(clocks)}"
         f"<h2>Notebooks released to another student</h2>{items(swapped)}"
+        f"<h2>Notebooks claiming another variant (after a reseed)</h2>{items(versions)}"
         f"<h2>Copy signals (never penalised automatically)</h2>{items(copy)}"
         f"<h2>Changes</h2>{items([_change(c) for c in history])}</html>\n"
     )

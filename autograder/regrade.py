@@ -123,7 +123,13 @@ def regrade(
         if attempt is None or sid not in keys:
             out.errors.append(f"{sid}: no attempt of theirs to grade again, or no key")
             continue
-        if attempt.key_sha256 == keys.digest(sid) and attempt.policy_json == (
+        at = datetime.fromisoformat(attempt.submitted_at) if attempt.submitted_at else None
+        try:
+            key, _version = keys.key_at(sid, at)  # the variant current when it was submitted
+        except KeyFileError as err:
+            out.errors.append(f"{sid}: {err}")
+            continue
+        if attempt.key_sha256 == keys.digest(key) and attempt.policy_json == (
             info.policy.model_dump_json()
         ):
             out.unchanged += 1
@@ -134,7 +140,6 @@ def regrade(
                 "submissions again with `scalegrade grade --regrade`"
             )
             continue
-        key = all_keys[sid]
         graded_with = json.loads(attempt.checks_json or "{}")
         probes = {p.id: p for p in keys.plan(key).probes}
         changed = tuple(
@@ -211,7 +216,7 @@ def regrade(
                 result_to_json(result),
                 submitted=when,
                 notebook=Path(attempt.notebook) if attempt.notebook else None,
-                key_sha256=keys.digest(sid),
+                key_sha256=keys.digest(key),
                 checks=keys.checks_used(key),
                 policy=info.policy,
             )

@@ -61,12 +61,18 @@ def _read(notebook: Path) -> dict | None:
     return doc if isinstance(doc, dict) else None
 
 
+def _metadata(notebook: Path) -> dict:
+    """The notebook's ScaleGrade metadata (``{}`` if unreadable): read, never trusted."""
+    try:
+        meta = (_read(notebook) or {})["metadata"]["scalegrade"]
+    except (KeyError, TypeError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
 def released_to(notebook: Path) -> str | None:
     """The student id a notebook was released to (its ScaleGrade metadata), if readable."""
-    try:
-        sid = (_read(notebook) or {})["metadata"]["scalegrade"]["student_id"]
-    except (KeyError, TypeError):
-        return None
+    sid = _metadata(notebook).get("student_id")
     return sid if isinstance(sid, str) else None
 
 
@@ -95,8 +101,10 @@ def grade_one(
     runner: Runner,
     reveal: bool,
     others: dict[str, Key] | None = None,
+    version: int = 0,
 ) -> StudentResult:
-    """Grade ``notebook``, submitted by ``key``'s student, against ``key``.
+    """Grade ``notebook``, submitted by ``key``'s student, against ``key``, the key of
+    their variant ``version`` (the seed ledger's, at the submission's time).
 
     ``notebook`` None: nothing was submitted (0 points, free-response parts pending).
     ``others``: the other students' keys, for copy signals (a wrong answer that is another
@@ -119,8 +127,11 @@ def grade_one(
     result.harvest = harvest
     result.seconds = outcome.seconds
     result.isolation = outcome.isolation
-    owner = released_to(notebook)
-    result.released_to = owner if owner and owner != key.student.id else None
+    meta = _metadata(notebook)
+    owner = meta.get("student_id")
+    result.released_to = owner if isinstance(owner, str) and owner != key.student.id else None
+    claimed = meta.get("variant_version", 0)
+    result.claimed_version = claimed if claimed != version else None
     if others:
         result.copy_signals = copy_signals(result, key, others)
     return result

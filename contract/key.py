@@ -7,6 +7,9 @@
                                     answers in SI with tolerance, unit, misconceptions and
                                     answer graph, the free-response and code parts
     keys/checks/<question>/<file>   each code part's checks (probe and grade), as released
+    keys/ledger.json                the seed ledger: each reseed of a student's variant
+                                    (absent: none); keys/reseeded/<student>/<n>.json
+                                    their key before the n+1-th reseed
 
 Every file is plain JSON (the grader never unpickles); each carries ``schema_version``,
 and a reader refuses any other version with a sentence naming the file.  A key names
@@ -42,6 +45,8 @@ SCHEMA_VERSION = 3
 _READABLE = {2}
 RELEASE_FILE = "assignment.json"
 CHECKS_DIR = "checks"
+LEDGER_FILE = "ledger.json"
+RESEEDED_DIR = "reseeded"
 
 # What each older schema lacks, for the refusal: re-keying is the way forward.
 _OLD_SCHEMAS = {
@@ -224,6 +229,57 @@ class Release(_Model):
     @classmethod
     def from_json(cls, doc: dict[str, Any], where: str) -> Release:
         return _parse(cls, doc, where)
+
+
+class Reseed(_Model):
+    """One entry of the seed ledger: a student given new numbers, for one question or all."""
+
+    student: str
+    question: str | None  # None: every question of the assignment
+    at: str  # ISO 8601 with offset: submissions from then on are graded with the new key
+    by: str
+    why: str
+
+
+class Ledger(_Model):
+    """``keys/ledger.json``: every reseed, in order.  A student's variant version is the
+    number of their reseeds; each question's epoch, which feeds its HMAC, the number of
+    their reseeds that covered it.  Version 0, epoch 0: the numbers of the first release."""
+
+    schema_version: int = SCHEMA_VERSION
+    reseeds: tuple[Reseed, ...] = ()
+
+    def of(self, student: str) -> list[Reseed]:
+        return [r for r in self.reseeds if r.student == student]
+
+    def version(self, student: str) -> int:
+        return len(self.of(student))
+
+    def epochs(self, student: str, questions: tuple[str, ...], version: int | None = None):
+        """Question -> epoch of ``student``'s variant ``version`` (default: the latest)."""
+        mine = self.of(student)[:version]
+        return {q: sum(1 for r in mine if r.question in (None, q)) for q in questions}
+
+    def version_at(self, student: str, at: datetime | None) -> int:
+        """The version current at ``at`` (a submission time; None: the latest)."""
+        if at is None:
+            return self.version(student)
+        return sum(1 for r in self.of(student) if datetime.fromisoformat(r.at) <= at)
+
+    def to_json(self) -> str:
+        return _dumps(self)
+
+
+def read_ledger(keys_dir: Path) -> Ledger:
+    path = Path(keys_dir) / LEDGER_FILE
+    if not path.is_file():
+        return Ledger()
+    return _parse(Ledger, _read_json(path), str(path))
+
+
+def reseeded_key_file(student: str, version: int) -> str:
+    """Where a student's key of an earlier variant version lies under ``keys/``."""
+    return f"{RESEEDED_DIR}/{student}/{version}.json"
 
 
 def _dumps(model: _Model) -> str:

@@ -157,6 +157,8 @@ def _load(root: Path) -> Bank:
     return Bank(root)
 
 
-def load(root: Path | str | None = None) -> Bank:
-    """The bank at ``root`` (default: :func:`default_root`), loaded once per folder."""
-    return _load(Path(root or default_root()).resolve())
+def load(root: Path | str | None = None, *, fresh: bool = False) -> Bank:
+    """The bank at ``root`` (default: :func:`default_root`), loaded once per folder
+    (``fresh``: read again, as `scalegrade rekey` does after the bank was edited)."""
+    path = Path(root or default_root()).resolve()
+    return Bank(path) if fresh else _load(path)

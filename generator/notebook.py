@@ -147,8 +147,12 @@ def render(
     solutions: bool = False,
     check: bool = True,
     otter: str | None = None,
+    version: int = 0,
 ) -> nbformat.NotebookNode:
     """The notebook of one student; ``solutions=True`` fills answers and code.
+
+    ``version``: the student's variant version (their number of reseeds), written in the
+    metadata after a reseed; the grader checks it and never trusts it.
 
     ``otter``: the notebook's file name, to add otter-grader public checks
     (:mod:`generator.otter`): the tests in the metadata, an init cell and a
@@ -164,6 +168,7 @@ def render(
                 "assignment": assignment_id,
                 "student_id": student.id,
                 "solutions": solutions,
+                **({"variant_version": version} if version else {}),
             },
         }
     )

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 
 import contract
-from contract import Checks, CodePart, FreeResponse, Key, Release, Student, times
+from contract import Checks, CodePart, FreeResponse, Key, Ledger, Release, Student, times
 from contract import Question as KeyQuestion
 from generator import notebook, sheets
 from generator.assignment import Assignment
@@ -50,8 +50,11 @@ class Summary:
     pdf: bool
 
 
-def variants_for(assignment: Assignment, student: Student, secret: bytes) -> list[Variant]:
-    """Every question's variant for one student, each checked."""
+def variants_for(
+    assignment: Assignment, student: Student, secret: bytes, epochs: dict[str, int] | None = None
+) -> list[Variant]:
+    """Every question's variant for one student, each checked (``epochs``: each question's
+    reseed count, from the ledger; none: the first release's numbers)."""
     out = []
     for i, q in enumerate(assignment.questions, start=1):
         v = build(
@@ -62,6 +65,7 @@ def variants_for(assignment: Assignment, student: Student, secret: bytes) -> lis
             student=student.id,
             index=i,
             default_tolerance=assignment.course.default_tolerance,
+            epoch=(epochs or {}).get(q.id, 0),
         )
         problems = variant_problems(v)
         if problems:
@@ -149,10 +153,19 @@ def release(
     force: bool = False,
     on_student: Callable[[Student], None] | None = None,
     otter: bool = False,
+    ledger: Ledger | None = None,
 ) -> Summary:
-    """``otter``: notebooks carry otter-grader public checks (:mod:`generator.otter`)."""
+    """``otter``: notebooks carry otter-grader public checks (:mod:`generator.otter`).
+
+    ``ledger``: the reseeds to apply (default: those of the release being replaced, from
+    ``out/keys/ledger.json``, so that a release again gives the same files)."""
     start = time.perf_counter()
     out = out.resolve()
+    if ledger is None:
+        try:
+            ledger = contract.read_ledger(out / "keys")
+        except contract.KeyFileError as err:
+            raise ReleaseError(str(err)) from None
     if out.exists() and any(out.iterdir()):
         theirs = [p.name for p in out.iterdir() if p.name not in (*OWNED, HISTORY)]
         if not force:
@@ -166,7 +179,7 @@ def release(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         pdf, shared = _build(
-            assignment, students, secret, tmp, with_solutions, on_student, otter=otter
+            assignment, students, secret, tmp, with_solutions, on_student, otter, ledger
         )
         if (out / HISTORY).is_dir():
             (out / HISTORY).rename(tmp / HISTORY)
@@ -189,13 +202,117 @@ def due_in_zone(due: datetime | None, zone: str) -> str | None:
     return (due if due.tzinfo else due.replace(tzinfo=times.zone(zone))).isoformat()
 
 
-def _build(assignment, students, secret, root: Path, with_solutions, on_student, otter=False):
+@dataclass(frozen=True)
+class Layout:
+    """What every student's files share in one release."""
+
+    assignment: Assignment
+    secret: bytes
+    ledger: Ledger
+    with_solutions: bool
+    otter: bool
+    browser: Path | None  # chromium, for exam sheets' PDFs
+    units: dict[str, dict[str, str]]
+    points: list[float]
+
+    @classmethod
+    def of(
+        cls, assignment: Assignment, secret: bytes, ledger: Ledger, *, solutions: bool, otter: bool
+    ) -> Layout:
+        return cls(
+            assignment=assignment,
+            secret=secret,
+            ledger=ledger,
+            with_solutions=solutions,
+            otter=otter,
+            browser=sheets.chromium() if assignment.spec.kind == "exam" else None,
+            units=params_units(assignment),
+            points=[q.points * assignment.scale(i) for i, q in enumerate(assignment.questions)],
+        )
+
+
+def write_student(lay: Layout, student: Student, root: Path, *, check: bool) -> list[Variant]:
+    """One student's notebook(s), key (and keys of earlier variant versions), and exam
+    sheets under ``root``, at their latest variant version in the ledger."""
+    assignment, spec, course = lay.assignment, lay.assignment.spec, lay.assignment.course
+    questions = tuple(q.id for q in assignment.questions)
+    version = lay.ledger.version(student.id)
+    variants = variants_for(
+        assignment, student, lay.secret, lay.ledger.epochs(student.id, questions)
+    )
+    common = dict(
+        course_title=course.title,
+        assignment_id=assignment.id,
+        assignment_title=spec.title,
+        student=student,
+        params_units=lay.units,
+        points=lay.points,
+        version=version,
+    )
+    for folder, solutions in (("release", False), ("solutions", True)):
+        if solutions and not lay.with_solutions:
+            continue
+        # one notebook of each kind is checked against nbformat's schema; the rest have
+        # the same structure
+        nb = notebook.render(
+            variants,
+            solutions=solutions,
+            check=check,
+            otter=f"{spec.notebook}.ipynb" if lay.otter else None,
+            **common,
+        )
+        write_file(root / folder / student.id / f"{spec.notebook}.ipynb", notebook.dumps(nb) + "\n")
+    keys = root / "keys"
+    write_file(keys / f"{student.id}.json", student_key(assignment, student, variants).to_json())
+    for earlier in range(version):  # what submissions before each reseed are graded with
+        before = variants_for(
+            assignment, student, lay.secret, lay.ledger.epochs(student.id, questions, earlier)
+        )
+        write_file(
+            keys / contract.reseeded_key_file(student.id, earlier),
+            student_key(assignment, student, before).to_json(),
+        )
+    if spec.kind == "exam":
+        for folder, page in (
+            (
+                "sheets",
+                sheets.exam_sheet(
+                    variants,
+                    lay.points,
+                    title=spec.title,
+                    course=course.title,
+                    student=student,
+                    duration=spec.duration_minutes,
+                ),
+            ),
+            (
+                "ta_keys",
+                sheets.ta_key(
+                    variants, lay.points, title=spec.title, course=course.title, student=student
+                ),
+            ),
+        ):
+            path = root / folder / f"{student.id}.html"
+            write_file(path, page)
+            if lay.browser and folder == "sheets":
+                sheets.to_pdf(path, path.with_suffix(".pdf"), lay.browser)
+    return variants
+
+
+def write_file(path: Path, text: str) -> None:
+    """A file written whole or not at all (a reseed rewrites one student's files in place)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+
+
+def _build(
+    assignment, students, secret, root: Path, with_solutions, on_student, otter, ledger: Ledger
+):
     """Write everything under ``root``; return (PDF made, shared-numbers share per question)."""
     spec, course = assignment.spec, assignment.course
-    units = params_units(assignment)
-    points = [q.points * assignment.scale(i) for i, q in enumerate(assignment.questions)]
-    is_exam = spec.kind == "exam"
-    browser = sheets.chromium() if is_exam else None
+    lay = Layout.of(assignment, secret, ledger, solutions=with_solutions, otter=otter)
     keys = root / "keys"
     keys.mkdir()
     for file, source in released_checks(assignment).items():
@@ -216,66 +333,16 @@ def _build(assignment, students, secret, root: Path, with_solutions, on_student,
         checks=checks_digests(assignment),
     )
     (keys / contract.RELEASE_FILE).write_text(info.to_json(), encoding="utf-8")
+    if ledger.reseeds:
+        (keys / contract.LEDGER_FILE).write_text(ledger.to_json(), encoding="utf-8")
     seen: dict[str, Counter[str]] = {q.id: Counter() for q in assignment.questions}
     for student in students:
-        variants = variants_for(assignment, student, secret)
-        for v in variants:
+        for v in write_student(lay, student, root, check=student is students[0]):
             seen[v.question_id][json.dumps(v.params, sort_keys=True)] += 1
-        common = dict(
-            course_title=course.title,
-            assignment_id=assignment.id,
-            assignment_title=spec.title,
-            student=student,
-            params_units=units,
-            points=points,
-        )
-        for folder, solutions in (("release", False), ("solutions", True)):
-            if solutions and not with_solutions:
-                continue
-            # one notebook of each kind is checked against nbformat's schema; the rest
-            # have the same structure
-            first = student is students[0]
-            nb = notebook.render(
-                variants,
-                solutions=solutions,
-                check=first,
-                otter=f"{spec.notebook}.ipynb" if otter else None,
-                **common,
-            )
-            target = root / folder / student.id / f"{spec.notebook}.ipynb"
-            target.parent.mkdir(parents=True)
-            target.write_text(notebook.dumps(nb) + "\n", encoding="utf-8")
-        key = student_key(assignment, student, variants)
-        (keys / f"{student.id}.json").write_text(key.to_json(), encoding="utf-8")
-        if is_exam:
-            for folder, page in (
-                (
-                    "sheets",
-                    sheets.exam_sheet(
-                        variants,
-                        points,
-                        title=spec.title,
-                        course=course.title,
-                        student=student,
-                        duration=spec.duration_minutes,
-                    ),
-                ),
-                (
-                    "ta_keys",
-                    sheets.ta_key(
-                        variants, points, title=spec.title, course=course.title, student=student
-                    ),
-                ),
-            ):
-                path = root / folder / f"{student.id}.html"
-                path.parent.mkdir(exist_ok=True)
-                path.write_text(page, encoding="utf-8")
-                if browser and folder == "sheets":
-                    sheets.to_pdf(path, path.with_suffix(".pdf"), browser)
         if on_student:
             on_student(student)
     shared = {
         qid: sum(c for c in counts.values() if c > 1) / len(students)
         for qid, counts in seen.items()
     }
-    return browser is not None, shared
+    return lay.browser is not None, shared

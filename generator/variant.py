@@ -36,10 +36,13 @@ class VariantError(ValueError):
     """No valid variant could be drawn; names the question and student."""
 
 
-def seed_for(secret: bytes, course: str, assignment: str, qid: str, student: str) -> bytes:
-    """HMAC-SHA256(secret, course/assignment/question/student)."""
-    message = f"{course}/{assignment}/{qid}/{student}".encode()
-    return hmac.new(secret, message, hashlib.sha256).digest()
+def seed_for(
+    secret: bytes, course: str, assignment: str, qid: str, student: str, epoch: int = 0
+) -> bytes:
+    """HMAC-SHA256(secret, course/assignment/question/student), and ``#epoch`` after it
+    once the student's variant of the question was reseeded (contract.Ledger)."""
+    message = f"{course}/{assignment}/{qid}/{student}" + (f"#{epoch}" if epoch else "")
+    return hmac.new(secret, message.encode(), hashlib.sha256).digest()
 
 
 @dataclass(frozen=True)
@@ -353,10 +356,12 @@ def build(
     student: str,
     index: int,
     default_tolerance: Tolerance,
+    epoch: int = 0,
 ) -> Variant:
-    """The variant of question ``q`` for ``student``: same inputs, same variant.  A draw
-    that gives a part away (:func:`giveaways`) is drawn again, from the same stream."""
-    digest = seed_for(secret, course, assignment, q.id, student)
+    """The variant of question ``q`` for ``student`` (``epoch``: how many times it was
+    reseeded): same inputs, same variant.  A draw that gives a part away
+    (:func:`giveaways`) is drawn again, from the same stream."""
+    digest = seed_for(secret, course, assignment, q.id, student, epoch)
     rng = random.Random(int.from_bytes(digest, "big"))
     hidden = frozenset(name for name, p in q.spec.params.items() if p.hidden)
     why = ""

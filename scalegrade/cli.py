@@ -32,11 +32,11 @@ bank_option = click.option(
 )
 
 
-def _bank(bank_dir: Path | None):
+def _bank(bank_dir: Path | None, *, fresh: bool = False):
     from generator.bank import BankError, load
 
     try:
-        return load(bank_dir)
+        return load(bank_dir, fresh=fresh)
     except BankError as err:
         fail(str(err))
 
@@ -188,11 +188,11 @@ def _count(found: list) -> str:
     return f"[yellow]{len(found)}[/]" if found else ""
 
 
-def _load_assignment(aid: str, bank_dir: Path | None):
+def _load_assignment(aid: str, bank_dir: Path | None, *, fresh: bool = False):
     from generator.assignment import AssignmentError
 
     try:
-        return _bank(bank_dir).assignment(aid)
+        return _bank(bank_dir, fresh=fresh).assignment(aid)
     except AssignmentError as err:
         fail(str(err))
 
@@ -910,7 +910,7 @@ def rekey(
             book.close()
     elif allow_new_numbers:
         fail("--allow-new-numbers needs the gradebook (--grades or --db), to know who submitted")
-    a = _load_assignment(assignment, bank_dir)
+    a = _load_assignment(assignment, bank_dir, fresh=True)  # the bank as edited now
     try:
         done = rebuild(
             a, out, secret=secret, submitted=submitted, allow_new_numbers=allow_new_numbers
@@ -935,6 +935,62 @@ def rekey(
     console.print(
         f"keys replaced; the old ones are in {done.archived}. Next: scalegrade regrade "
         f"{assignment} --grades DIR --by NAME --why TEXT",
+        highlight=False,
+    )
+
+
+@main.command()
+@click.argument("assignment")
+@click.argument("student")
+@bank_option
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    help="The folder `scalegrade generate --out` wrote.",
+)
+@click.option("--question", help="Only this question (its folder, e.g. budgets/model-budget).")
+@click.option("--by", required=True, help="Who reseeds (recorded in the seed ledger).")
+@click.option("--why", required=True, help="Why (recorded in the seed ledger).")
+@click.option(
+    "--secret-file",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="The course secret [default: $SCALEGRADE_SECRET].",
+)
+def reseed(
+    assignment: str,
+    student: str,
+    bank_dir: Path | None,
+    out: Path,
+    question: str | None,
+    by: str,
+    why: str,
+    secret_file: Path | None,
+) -> None:
+    """Give STUDENT new numbers on ASSIGNMENT (one question, or all): nobody else's change.
+
+    Recorded in the seed ledger (OUT/keys/ledger.json); writes their new notebook and key.
+    What they submitted before is still graded with the numbers they had then."""
+    from generator.release import ReleaseError
+    from generator.reseed import reseed as give_new_numbers
+    from generator.secret import SecretError, load_secret
+    from generator.variant import VariantError
+
+    try:
+        secret = load_secret(secret_file)
+    except SecretError as err:
+        fail(str(err))
+    a = _load_assignment(assignment, bank_dir, fresh=True)
+    try:
+        done = give_new_numbers(
+            a, out, secret=secret, student=student, question=question, by=by, why=why
+        )
+    except (ReleaseError, VariantError) as err:
+        fail(str(err))
+    console.print(
+        f"{student}: variant version {done.version}; new numbers for "
+        f"{', '.join(done.changed) or 'no question (the draw gave the same numbers)'}; "
+        f"their new notebook: {done.notebook}",
         highlight=False,
     )
 

@@ -213,3 +213,22 @@ def test_commands_that_run_no_code_check_never_import_torch(args, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "IMPORTED []" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["late", "tdlsm/hw1"],
+        ["marks", "export", "tdlsm/hw1", "--out", "marks.csv"],
+        ["regrade", "tdlsm/hw1", "--by", "Ada", "--why", "x"],
+    ],
+)
+def test_the_semester_commands_name_the_gradebook_they_need(command, tmp_path):
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 2
+    assert "name the gradebook: --grades DIR" in result.output
+    result = CliRunner().invoke(main, [*command, "--grades", str(tmp_path)])
+    assert result.exit_code == 2 and f"{tmp_path}: no gradebook.sqlite" in result.output
+    url = f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    result = CliRunner().invoke(main, [*command, "--db", url])
+    assert result.exit_code == 2 and "knows no assignment 'tdlsm/hw1'" in result.output

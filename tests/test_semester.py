@@ -306,3 +306,238 @@ def _attempts(db_url):
 
 
 ROSTER_IDS = [s.id for s in ROSTER]
+
+
+BROKEN = {
+    # a tolerance far too tight for (a), and the "blocks only" misconception with a wrong
+    # formula (it never fires), no credit either
+    "tolerance: {rel: 0.01}\n    misconceptions:\n      - name: blocks only\n"
+    '        value: "12 * n_layers * d_model**2"\n': (
+        "tolerance: {rel: 0.00001}\n    misconceptions:\n      - name: blocks only\n"
+        '        value: "12 * n_layers * d_model"\n'
+    ),
+}
+FIXED = {
+    "tolerance: {rel: 0.01}\n    misconceptions:\n      - name: blocks only\n"
+    '        value: "12 * n_layers * d_model**2"\n': (
+        "tolerance: {rel: 0.01}\n    misconceptions:\n      - name: blocks only\n"
+        '        value: "12 * n_layers * d_model**2"\n        credit: 0.25\n'
+    ),
+}
+
+
+def _edit_question(bank_root, edits):
+    path = bank_root / "templates" / "budgets" / "model-budget" / "question.yaml"
+    text = (bank_root.parent / "model-budget.yaml").read_text(encoding="utf-8")
+    for old, new in edits.items():
+        assert old in text
+        text = text.replace(old, new)
+    path.write_text(text, encoding="utf-8")
+
+
+def test_a_wrong_question_is_fixed_rekeyed_and_regraded_without_running_a_notebook(
+    tmp_path, db_url
+):
+    """(a) of model-budget was released with a tolerance of 1e-5 and a misconception whose
+    formula is wrong: ben's n_params, 0.3 % off, is marked wrong, and cem's blocks-only
+    count (12·L·d², the notes' classic slip) earns nothing and names nothing.  The
+    instructor fixes both in the bank, re-keys and regrades: ben gains (a)'s points, cem
+    gains 25 % of them with the misconception's feedback, ana (honest) stays, and ana's
+    TA mark stays.  The submissions are deleted before the regrade: no notebook runs."""
+    import nbformat
+
+    from contract import read_key
+    from scalegrade.demo import _set
+
+    b = copy_bank(tmp_path / "bank")
+    original = b.root / "templates" / "budgets" / "model-budget" / "question.yaml"
+    shutil.copy(original, tmp_path / "model-budget.yaml")
+    _edit_question(b.root, BROKEN)
+    (b.root / "assignments" / "tdlsm" / "fix.yaml").write_text(
+        "title: fix\nkind: homework\nnotebook: fix\n"  # no deadline: no lateness here
+        "questions:\n  - question: budgets/model-budget\n",
+        encoding="utf-8",
+    )
+    secret = tmp_path / "secret.txt"
+    secret.write_text("f" * 64, encoding="utf-8")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,name,email\nana,Ana,a@x\nben,Ben,b@x\ncem,Cem,c@x\n")
+    run = CliRunner()
+    done = run.invoke(
+        main,
+        [
+            "generate",
+            "tdlsm/fix",
+            "--bank",
+            str(b.root),
+            "--roster",
+            str(roster),
+            "--out",
+            str(tmp_path / "fix"),
+            "--secret-file",
+            str(secret),
+            "--with-solutions",
+        ],
+    )
+    assert done.exit_code == 0, done.output
+    subs = _submit(tmp_path, "fix", ["ana", "ben", "cem"])
+    for sid, factor in (("ben", 1.003), ("cem", None)):
+        nb_path = subs / sid / "fix.ipynb"
+        nb = nbformat.read(nb_path, as_version=4)
+        key = read_key(tmp_path / "fix" / "keys" / f"{sid}.json")
+        (q,) = key.questions
+        a = next(x for x in q.answers if x.id == "n_params")
+        blocks = 12 * q.params["n_layers"] * q.params["d_model"] ** 2
+        _set(nb, a.variable, a.value * factor if factor else blocks)
+        nbformat.write(nb, nb_path)
+    _grade(tmp_path, "fix", subs, db_url)
+    before = _scores(db_url, "fix")
+
+    def n_params(doc):
+        return next(g["verdict"] for g in doc["parts"] if g["verdict"]["part"] == "n_params")
+
+    assert n_params(before["ana"])["status"] == "correct"
+    assert n_params(before["ben"])["status"] == "wrong" and n_params(before["ben"])["score"] == 0
+    assert n_params(before["cem"])["status"] == "wrong"
+    points = n_params(before["ana"])["points"]
+    rows = list(csv.DictReader(io.StringIO(_export_marks(run, db_url, tmp_path))))
+    rows[0]["score"], rows[0]["comment"] = "2", "both remedies"  # ana's (e)
+    _write_sheet(tmp_path / "marks.csv", rows)
+    done = run.invoke(
+        main, ["marks", "import", str(tmp_path / "marks.csv"), "--db", db_url, "--by", "TA Bo"]
+    )
+    assert done.exit_code == 0, done.output
+    ana_before = _scores(db_url, "fix")["ana"]["score"]
+
+    # a change of the numbers' sampling is refused, naming who would get other numbers
+    _edit_question(b.root, {**FIXED, "range: [12, 48]": "range: [14, 48]"})
+    rekey = [
+        "rekey",
+        "tdlsm/fix",
+        "--bank",
+        str(b.root),
+        "--out",
+        str(tmp_path / "fix"),
+        "--secret-file",
+        str(secret),
+    ]
+    keys_before = (tmp_path / "fix" / "keys" / "ben.json").read_bytes()
+    refused = run.invoke(main, rekey)
+    assert refused.exit_code == 2 and "gives other numbers to" in refused.output, refused.output
+    refused = run.invoke(main, [*rekey, "--allow-new-numbers", "--db", db_url])
+    assert refused.exit_code == 2 and "they have submitted already" in refused.output
+    assert (tmp_path / "fix" / "keys" / "ben.json").read_bytes() == keys_before
+
+    # the fix itself: same numbers, a new tolerance and misconception
+    _edit_question(b.root, FIXED)
+    done = run.invoke(main, rekey)
+    assert done.exit_code == 0, done.output
+    assert "answer q1_n_params: the tolerance (3 of 3 students)" in done.output
+    assert "answer q1_n_params: the misconceptions (3 of 3 students)" in done.output
+    assert (tmp_path / "fix" / "keys-history" / "1" / "ben.json").read_bytes() == keys_before
+
+    shutil.rmtree(subs)  # nothing to run: the regrade works from the stored harvests
+    attempts = _attempts_of(db_url, "fix")
+    done = run.invoke(
+        main,
+        [
+            "regrade",
+            "tdlsm/fix",
+            "--db",
+            db_url,
+            "--by",
+            "Prof. Ada",
+            "--why",
+            "tolerance and misconception of (a) fixed",
+        ],
+    )
+    assert done.exit_code == 0, done.output
+    assert "3 graded again from their harvests (no notebook run), 0 notebooks run" in done.output
+    assert "2 gained, 0 lost" in done.output
+    after = _scores(db_url, "fix")
+    assert n_params(after["ben"])["status"] == "correct"
+    assert after["ben"]["score"] == pytest.approx(before["ben"]["score"] + points)
+    assert n_params(after["cem"])["status"] == "misconception"
+    assert "embedding" in n_params(after["cem"])["feedback"]
+    assert after["cem"]["score"] == pytest.approx(before["cem"]["score"] + 0.25 * points)
+    assert after["ana"]["score"] == ana_before  # the TA's mark is still there
+    assert _attempts_of(db_url, "fix") == attempts + 3
+    grades = tmp_path / "fix-grades"
+    diff = list(csv.DictReader(io.StringIO((grades / "regrade-1.csv").read_text())))
+    assert [(r["student_id"], r["part"], r["old_status"], r["new_status"]) for r in diff] == [
+        ("ben", "n_params", "wrong", "correct"),
+        ("cem", "n_params", "wrong", "misconception"),
+    ]
+    assert float(json.loads((grades / "ben" / "results.json").read_text())["score"]) == (
+        pytest.approx(after["ben"]["score"], abs=1e-3)
+    )
+    report = (grades / "report.html").read_text()
+    assert "regrade: 3 from stored harvests, 0 notebooks run again; 2 gained, 0 lost" in report
+    assert "by Prof. Ada (tolerance and misconception of (a) fixed)" in report
+
+    # ana's variant leaks: she is reseeded; nobody else's numbers change
+    first_notebook = (tmp_path / "fix" / "solutions" / "ana" / "fix.ipynb").read_bytes()
+    others = {s: (tmp_path / "fix" / "keys" / f"{s}.json").read_bytes() for s in ("ben", "cem")}
+    done = run.invoke(
+        main,
+        [
+            "reseed",
+            "tdlsm/fix",
+            "ana",
+            "--bank",
+            str(b.root),
+            "--out",
+            str(tmp_path / "fix"),
+            "--secret-file",
+            str(secret),
+            "--by",
+            "Prof. Ada",
+            "--why",
+            "her variant was posted online",
+        ],
+    )
+    assert done.exit_code == 0, done.output
+    assert "ana: variant version 1; new numbers for budgets/model-budget" in done.output
+    assert others == {
+        s: (tmp_path / "fix" / "keys" / f"{s}.json").read_bytes() for s in ("ben", "cem")
+    }
+    # what she submitted before the reseed is still graded with the numbers she had then
+    again = run.invoke(
+        main, ["regrade", "tdlsm/fix", "--db", db_url, "--by", "Ada", "--why", "after the reseed"]
+    )
+    assert again.exit_code == 0 and "3 unchanged" in again.output, again.output
+    assert _scores(db_url, "fix")["ana"]["score"] == ana_before
+
+    # after the reseed, her old notebook is graded with her new numbers, and flagged
+    resub = tmp_path / "fix-resub"
+    (resub / "ana").mkdir(parents=True)
+    (resub / "ana" / "fix.ipynb").write_bytes(first_notebook)
+    later = tmp_path / "later.csv"
+    later.write_text("student_id,submitted_at\nana,2030-01-01T12:00\n", encoding="utf-8")
+    manifest = read_manifest(later, "Europe/Zurich")
+    _grade(tmp_path, "fix", resub, db_url, manifest=manifest)
+    stale = _scores(db_url, "fix")["ana"]
+    assert stale["claimed_version"] == 0 and n_params(stale)["status"] != "correct"
+    assert "Notebooks claiming another variant" in (grades / "report.html").read_text()
+    assert "ana&#x27;s notebook says variant version 0" in (grades / "report.html").read_text()
+    # her new notebook earns every autograded point, with her new numbers
+    shutil.copy(tmp_path / "fix" / "solutions" / "ana" / "fix.ipynb", resub / "ana")
+    _grade(tmp_path, "fix", resub, db_url, manifest=manifest)
+    fresh = _scores(db_url, "fix")["ana"]
+    assert fresh["claimed_version"] is None and n_params(fresh)["status"] == "correct"
+    assert fresh["autograded"] == before["ana"]["autograded"]
+
+
+def _export_marks(run, db_url, root):
+    path = root / "sheet.csv"
+    done = run.invoke(main, ["marks", "export", "tdlsm/fix", "--db", db_url, "--out", str(path)])
+    assert done.exit_code == 0, done.output
+    return path.read_text(encoding="utf-8")
+
+
+def _attempts_of(db_url, name):
+    book = Gradebook(db_url)
+    try:
+        return sum(len(book.attempts(f"tdlsm/{name}", s)) for s in ("ana", "ben", "cem"))
+    finally:
+        book.close()

@@ -128,3 +128,21 @@ def test_an_extension_for_an_unknown_student_or_assignment_records_nothing(tmp_p
     with pytest.raises(GradebookError, match="knows no assignment 'tdlsm/hw9'"):
         book.assignment("tdlsm/hw9")
     book.close()
+
+
+def test_a_new_gradebook_from_the_models_is_the_one_the_migrations_make(tmp_path):
+    """A new gradebook is made from the models at once; an old one is migrated: both
+    must be the same schema, or an upgraded course would differ from a new one."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from autograder.gradebook import Base
+
+    migrated = tmp_path / "migrated.sqlite"
+    shutil.copy(OLD, migrated)
+    for path in (migrated, tmp_path / "new.sqlite"):
+        book = Gradebook(f"sqlite:///{path}")
+        with book.engine.connect() as conn:
+            assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == HEAD
+        book.close()
