@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from autograder import outputs
+from autograder import item_report, outputs
 from autograder.grade import StudentResult
 from autograder.gradebook import Gradebook, GradebookError, result_to_json
 from autograder.keys import Keys
@@ -100,10 +100,15 @@ def write_reports(
     _write_atomic(out / "summary.csv", outputs.summary_csv(results))
     _write_atomic(out / "canvas.csv", outputs.canvas_csv(results, roster, info.title))
     _write_atomic(out / "moodle.csv", outputs.moodle_csv(results, roster, info.title))
+    found = item_report.analysis(results, keys.all())
     _write_atomic(
         out / "report.html",
         outputs.instructor_report(
-            results, title=info.title, signals=signals, history=history or []
+            results,
+            title=info.title,
+            signals=signals,
+            history=history or [],
+            analysis=item_report.section(found),
         ),
     )
 

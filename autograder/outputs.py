@@ -13,6 +13,8 @@ import io
 from collections import Counter, defaultdict
 from typing import Any
 
+from autograder import plots
+
 Result = dict[str, Any]
 
 # --- Gradescope ----------------------------------------------------------------------
@@ -198,21 +200,6 @@ def moodle_csv(results: list[Result], roster: dict[str, dict[str, str]], column:
 # --- instructor report ----------------------------------------------------------------
 
 
-def _bars(values: list[tuple[str, float]], *, maximum: float, unit: str = "") -> str:
-    """A horizontal bar chart as inline SVG (no script, no network)."""
-    height = 22 * len(values) + 10
-    bars = []
-    for i, (label, v) in enumerate(values):
-        width = 0 if maximum <= 0 else 300 * v / maximum
-        y = 5 + 22 * i
-        bars.append(
-            f"<text x=0 y={y + 14} font-size=12>{html.escape(label)}</text>"
-            f"<rect x=210 y={y} width={width:.1f} height=16 fill=#3b6ea5></rect>"
-            f"<text x={215 + width:.1f} y={y + 13} font-size=11>{v:g}{unit}</text>"
-        )
-    return f"<svg width=620 height={height} role=img>{''.join(bars)}</svg>"
-
-
 def _change(c: dict[str, Any]) -> str:
     """One line of the report's history: when, what, who and why."""
     d = c["detail"]
@@ -232,9 +219,11 @@ def instructor_report(
     title: str,
     signals: dict[str, list[str]],
     history: list[dict[str, Any]] = (),
+    analysis: str = "",
 ) -> str:
     """Score histogram, per-question success, misconception counts, errors, late work,
-    copy signals, and the history of changes (deadlines, policy, regrades: who and why)."""
+    copy signals, the history of changes (deadlines, policy, regrades: who and why), and
+    ``analysis``: the item analysis and fairness section (:func:`analysis_section`)."""
     n = len(results)
     maximum = results[0]["max_score"] if results else 0
 
@@ -298,12 +287,30 @@ def instructor_report(
         f"<style>{_STYLE}</style><h1>{html.escape(title)}</h1>"
         f"<p>{n} submissions; mean {mean:.1f} / {maximum:g}; "
         f"{len(errors)} could not be run.</p>"
-        f"<h2>Scores (share of the autograded points; free-response parts are pending)</h2>"
-        f"{_bars(histogram, maximum=max(bins.values(), default=1))}"
-        f"<h2>Success rate per part</h2>{_bars(rates, maximum=100, unit=' %')}"
-        f"<h2>Misconceptions</h2>"
-        f"{_bars(misconceptions.most_common(), maximum=max(misconceptions.values(), default=1))}"
-        f"<h2>Errors</h2>{items(errors)}"
+        f"<h2>Scores</h2>"
+        + plots.bars(
+            "Students per score band (share of the autograded points)",
+            histogram,
+            maximum=max(bins.values(), default=1),
+            x_label="students",
+        )
+        + "<h2>Success rate per part</h2>"
+        + plots.bars(
+            "Mean score per part, as a share of its points",
+            rates,
+            maximum=100,
+            unit=" %",
+            x_label="mean score (%)",
+        )
+        + "<h2>Misconceptions</h2>"
+        + plots.bars(
+            "Students whose answer was a declared misconception",
+            misconceptions.most_common(),
+            maximum=max(misconceptions.values(), default=1),
+            x_label="students",
+        )
+        + analysis
+        + f"<h2>Errors</h2>{items(errors)}"
         f"<h2>Late work</h2>{items(late)}"
         f"<h2>Submission times to check</h2>{items(clocks)}"
         f"<h2>Notebooks released to another student</h2>{items(swapped)}"

@@ -4,6 +4,14 @@ Each variant: finite keys of the right sign, in the author's plausible range, eq
 the sympy closed form; no asked key printed in the student's question, and none that needs
 no work (0, 1, a given number) unless its part says why (``guessable``): the draw is made
 again when one does, so a failure here is a rule broken (:mod:`generator.leaks`).
+
+Two kinds of guessable answer are counted, not failed, for the author to constrain:
+
+- a small whole number (2 to 12) where the answer is not a count (it has a unit): a
+  student who writes a round number is right too often;
+- an answer that barely varies across draws: the share of the draws whose key is within
+  tolerance of the median draw's key ("fits others"); above one half, one student's
+  answer is most others' too, and the per-student numbers protect nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +39,10 @@ class AnswerStats:
     leaked: list[str] = field(default_factory=list)  # "student00012: x = the derived ..."
     ask: bool = True
     choice: bool = False  # a few whole numbers (yes/no, a stage): guessable by its format
+    declared: str | None = None  # the part's own `guessable:` reason, when it has one
+    keys: list = field(default_factory=list)  # the drawn keys (contract.Answer)
+    small_integer: int = 0  # draws whose key is a whole number 2..12 with a unit
+    fits_others: float = 0.0  # share of draws within tolerance of the median draw's key
 
     def summary(self) -> tuple[float, float, float]:
         return min(self.values), statistics.median(self.values), max(self.values)
@@ -48,6 +60,19 @@ class QuestionReport:
     @property
     def ok(self) -> bool:
         return not self.failures
+
+
+FITS_OTHERS = 0.5  # above this share, one student's answer is most others' too
+SMALL_INTEGERS = 0.1  # a round guess right in more than this share of the draws: noted
+
+
+def barely_varies(keys: list) -> float:
+    """The share of the drawn keys within tolerance of the median draw's key (by the
+    grader's own rule, :func:`contract.within`)."""
+    if not keys:
+        return 0.0
+    middle = sorted(keys, key=lambda k: k.value)[len(keys) // 2]
+    return sum(within(k.value, middle.value, middle) for k in keys) / len(keys)
 
 
 def validate(assignment: Assignment, n_students: int) -> list[QuestionReport]:
@@ -80,6 +105,9 @@ def validate(assignment: Assignment, n_students: int) -> list[QuestionReport]:
                 stats.symbolic += symbolic_checked(k)
                 if not k.ask:
                     continue
+                stats.keys.append(k)
+                x = k.display_value
+                stats.small_integer += bool(k.unit) and 2 <= x <= 12 and abs(x - round(x)) < 1e-9
                 if why := given_away.get((k.id, "printed")):
                     stats.leaked.append(f"{v.student_id}: {why}")
                 if why := given_away.get((k.id, "no work")):
@@ -89,9 +117,13 @@ def validate(assignment: Assignment, n_students: int) -> list[QuestionReport]:
                     within(m.value, k.value, k) for m in k.misconceptions
                 )
         report.distinct = len(fingerprints)
+        for a in q.spec.answers:
+            if a.id in report.answers:
+                report.answers[a.id].declared = a.guessable
         for stats in report.answers.values():
             key = next(a for a in v.answers if a.id == stats.id) if report.variants else None
             stats.choice = key is not None and is_choice(stats.values, key)
+            stats.fits_others = barely_varies(stats.keys)
             # build() draws again rather than give a part away: one here is a rule broken
             report.failures += [f"templates/{q.id}: {x} (printed)" for x in stats.leaked[:3]]
             report.failures += [f"templates/{q.id}: {x} (no work)" for x in stats.guessed[:3]]

@@ -299,7 +299,13 @@ def generate(
 @click.argument("assignment")
 @bank_option
 @click.option("--students", default=1000, show_default=True, help="Synthetic students to draw.")
-def validate(assignment: str, bank_dir: Path | None, students: int) -> None:
+@click.option(
+    "--cohort",
+    type=click.IntRange(min=30),
+    help="Also simulate a cohort of this many students, grade it with the real comparison "
+    "and test each part's score against each drawn parameter (scalegrade/cohort.py).",
+)
+def validate(assignment: str, bank_dir: Path | None, students: int, cohort: int | None) -> None:
     """Draw N students' variants of ASSIGNMENT and check every one; exit 1 on any failure."""
     from generator.validate import validate as run_validation
     from generator.variant import show_value
@@ -320,6 +326,8 @@ def validate(assignment: str, bank_dir: Path | None, students: int) -> None:
         "sympy",
         "printed",
         "no work",
+        "small int",
+        "fits others",
     ):
         names = col in ("question", "answer")
         table.add_column(col, justify="left" if names else "right", no_wrap=names)
@@ -337,6 +345,8 @@ def validate(assignment: str, bank_dir: Path | None, students: int) -> None:
                 f"{stats.symbolic}/{len(stats.values)}",
                 _count(stats.leaked),
                 "choice" if stats.choice else _count(stats.guessed),
+                "" if stats.choice else _count(range(stats.small_integer)),
+                "" if not stats.keys else f"{100 * stats.fits_others:.0f} %",
             )
             first = False
     console.print(table)
@@ -353,6 +363,26 @@ def validate(assignment: str, bank_dir: Path | None, students: int) -> None:
                         f"{len(found)} of {r.variants} variants, e.g. {found[0]}",
                         highlight=False,
                     )
+    from generator.validate import FITS_OTHERS, SMALL_INTEGERS
+
+    for r in reports:
+        for stats in r.answers.values():
+            if stats.choice or stats.declared:  # guessable by its format, or said why
+                continue
+            if stats.small_integer > SMALL_INTEGERS * r.variants:
+                console.print(
+                    f"[yellow]note[/] templates/{r.question}: {stats.id} is a small whole "
+                    f"number with a unit in {stats.small_integer} of {r.variants} variants "
+                    "(a round guess is right that often)",
+                    highlight=False,
+                )
+            if stats.fits_others > FITS_OTHERS:
+                console.print(
+                    f"[yellow]note[/] templates/{r.question}: {stats.id} barely varies: "
+                    f"{100 * stats.fits_others:.0f} % of the variants' keys are within "
+                    "tolerance of the median one (one student's answer fits most others)",
+                    highlight=False,
+                )
     hidden = sum(r.misconceptions_hidden for r in reports)
     if hidden:
         console.print(
@@ -360,12 +390,41 @@ def validate(assignment: str, bank_dir: Path | None, students: int) -> None:
             "key (that feedback cannot fire for those students; the correct answer still gets "
             "full credit)"
         )
+    if cohort:
+        _simulated_cohort(a, cohort)
     failed = [f for r in reports for f in r.failures]
     for f in failed[:20]:
         console.print(f"[red]FAIL[/] {f}", highlight=False)
     if len(failed) > 20:
         console.print(f"... and {len(failed) - 20} more failures")
     sys.exit(1 if failed else 0)
+
+
+def _simulated_cohort(assignment, n: int) -> None:
+    from scalegrade.cohort import simulate
+
+    start = time.perf_counter()
+    found = simulate(assignment, n)
+    f = found.fairness
+    flagged = [e for e in f.effects if e.flagged]
+    console.print(
+        f"simulated cohort of {n}, graded by the real comparison in "
+        f"{time.perf_counter() - start:.1f} s: {f.tests} tests of a part against a drawn "
+        f"parameter, {len(flagged)} flagged (Holm, 5 % family-wise); the hardest assignment "
+        f"drawn is {f.gap:.2f} points harder than the easiest",
+        highlight=False,
+    )
+    for e in flagged:
+        console.print(
+            f"[yellow]unfair[/] {e.question} {e.item}: its score depends on {e.parameter} "
+            f"({e.points:+.2f} points from {e.low} to {e.high}, p = {e.p:.1e}): constrain "
+            "the range, or check its tolerance and misconceptions there",
+            highlight=False,
+        )
+    for i in found.stats.items:
+        for flag in i.flags:
+            if "everybody" in flag or "negative" in flag:
+                console.print(f"[yellow]note[/] {i.question} {i.item}: {flag}", highlight=False)
 
 
 @main.command()
@@ -1076,6 +1135,68 @@ def regrade(
             if abs(new - old) > 1e-9:
                 table.add_row(sid, f"{old:.2f}", f"{new:.2f}")
         console.print(table)
+
+
+@main.command()
+@click.argument("assignment")
+@_gradebook_options
+def stats(assignment: str, grades: Path | None, db_url: str | None) -> None:
+    """Is each question of ASSIGNMENT good, and fair across the numbers students drew?
+
+    Per part: facility, discrimination (corrected, and item-total), discriminative
+    efficiency, misconceptions, flags; Cronbach's alpha; each part's score tested against
+    each parameter its question draws, at equal rest score (Holm-corrected); the spread of
+    expected scores across the assignments drawn.  The same is in report.html."""
+    from autograder.fairness import MIN_MINORITY
+    from autograder.gradebook import GradebookError
+    from autograder.item_report import analysis
+    from autograder.keys import Keys
+    from contract import KeyFileError
+
+    start = time.perf_counter()
+    book = _gradebook(grades, db_url)
+    try:
+        row = book.assignment(assignment)
+        results = book.results(assignment)
+        found = analysis(results, Keys(Path(row.keys_dir or "")).all())
+    except (GradebookError, KeyFileError) as err:
+        fail(str(err))
+    finally:
+        book.close()
+    s, f = found.stats, found.fairness
+    alpha = "—" if s.alpha is None else f"{s.alpha:.2f}"
+    table = Table(title=f"{assignment}: {s.n_students} students, Cronbach's alpha {alpha}")
+    for col in ("part", "facility (95 %)", "discr.", "item-total", "effic.", "flags"):
+        table.add_column(col, justify="left" if col in ("part", "flags") else "right")
+    for i in s.items:
+        table.add_row(
+            i.item,
+            f"{100 * i.facility:.0f} % ({100 * i.facility_low:.0f}-{100 * i.facility_high:.0f})",
+            "—" if i.discrimination is None else f"{i.discrimination:.2f}",
+            "—" if i.item_total is None else f"{i.item_total:.2f}",
+            "—" if i.efficiency is None else f"{100 * i.efficiency:.0f} %",
+            "; ".join(i.flags),
+        )
+    console.print(table)
+    flagged = [e for e in f.effects if e.flagged]
+    console.print(
+        f"fairness: {f.tests} tests of a part against a drawn parameter at equal rest score, "
+        f"Holm-corrected at 5 % family-wise: {len(flagged)} flagged; {f.untested} parts not "
+        f"tested (fewer than {MIN_MINORITY} students off their most common score); the "
+        f"hardest assignment drawn is {f.gap:.2f} points harder than the easiest (an average "
+        "student)",
+        highlight=False,
+    )
+    if flagged:
+        table = Table(title="parameters a part's score depends on")
+        for col in ("part", "parameter", "from", "to", "points", "p"):
+            table.add_column(col)
+        for e in flagged:
+            table.add_row(
+                e.item, e.parameter, str(e.low), str(e.high), f"{e.points:+.2f}", f"{e.p:.1e}"
+            )
+        console.print(table)
+    console.print(f"in {time.perf_counter() - start:.2f} s", highlight=False)
 
 
 @main.group()

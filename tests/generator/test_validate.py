@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 
 from generator import bank
-from generator.validate import validate
+from generator.validate import FITS_OTHERS, validate
 from tests.banks import copy_bank
 
 BANK = bank.load()
@@ -21,6 +21,27 @@ def test_every_assignment_validates_for_many_students():
             # shapes, few of them) and its code is graded on per-student seeds
             share = 0.3 if q.spec.code else 0.5
             assert r.distinct >= share * r.variants, (aid, r.question, r.distinct)
+
+
+def test_no_undeclared_answer_of_the_bank_barely_varies():
+    """An answer whose key is within tolerance of the median draw's for most draws gives
+    every student the same number: the bank's are the notes' constants (1/3 of a step for
+    checkpointing, ln 2 for DPO at the start), each declared `guessable:` with its reason."""
+    for aid in BANK.assignment_ids():
+        for r in validate(BANK.assignment(aid), 100):
+            for stats in r.answers.values():
+                if stats.keys and not stats.choice and not stats.declared:
+                    assert stats.fits_others <= FITS_OTHERS, (aid, r.question, stats.id)
+
+
+def test_barely_varies_and_small_integers_are_counted():
+    dpo = BANK.assignment("tdlsm/hw2")
+    reports = {r.question: r for r in validate(dpo, 40)}
+    weight = reports["posttraining/dpo-loss-code"].answers["start_weight"]
+    assert weight.fits_others == 1.0 and weight.declared  # σ(0) = 1/2 for everyone
+    norm = {r.question: r for r in validate(BANK.assignment("tdlsm/hw1"), 100)}
+    # ln_flops / 4 FLOP/byte with ln_flops in {5, 6, 8, 10, 12}: whole for 8 and 12
+    assert 0 < norm["systems/roofline-placement"].answers["i_norm"].small_integer < 100
 
 
 def test_table_statistics_and_symbolic_recomputation():
