@@ -29,7 +29,10 @@ from scalegrade.cli import main
 
 NAME = "hw1"  # the assignment's name in nbgrader
 COURSE_ID = "sg101"
-STUDENTS = ("s01", "s02")
+STUDENTS = ("s01", "s02", "s03")
+# s03 submits 1 d 13 h after tdlsm/hw1's deadline (2026-12-18 23:59 in Zurich, 22:59 UTC):
+# two started days at the course's 10 % a day
+LATE = "2026-12-20 12:00:00.000000 UTC"
 EXCHANGE = (
     'c.ExchangeFactory.release_assignment = "autograder.nbgrader_exchange.ReleaseVariants"\n'
     'c.ExchangeFactory.fetch_assignment = "autograder.nbgrader_exchange.FetchVariant"\n'
@@ -140,6 +143,7 @@ def _flow(tmp: Path, env: dict[str, str]):
         nbgrader(home, "submit", NAME)
 
     nbgrader(course, "collect", NAME)
+    (course / "submitted" / "s03" / NAME / "timestamp.txt").write_text(LATE, encoding="utf-8")
     graded = cli.invoke(main, ["grade", "--nbgrader", str(course), NAME])
     assert graded.exit_code == 0, graded.output
     nbgrader(course, "export", "--to", str(tmp / "grades.csv"))
@@ -171,6 +175,12 @@ def test_export_lists_scalegrades_scores(course):
     assert float(honest["score"]) == pytest.approx(total - free)
     assert float(mistaken["score"]) == pytest.approx(total - free - wrong_part.points)
     assert honest["email"] == "s01@uni.example"
+    # ScaleGrade's late policy is nbgrader's late_submission_penalty, in points
+    late = export["s03"]
+    assert float(late["raw_score"]) == pytest.approx(total - free)
+    assert float(late["late_submission_penalty"]) == pytest.approx(0.2 * (total - free))
+    assert float(late["score"]) == pytest.approx(0.8 * (total - free))
+    assert float(honest["late_submission_penalty"] or 0) == 0
 
 
 def test_gradebook_has_autograded_and_manual_parts_for_formgrader(course):
