@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 TORCH   := torch==2.13.0
 
-.PHONY: venv test demo lint verify clean
+.PHONY: venv test demo lint verify clean image image-cuda
 
 venv: $(STAMP)
 
@@ -37,6 +37,19 @@ demo: venv
 	$(BIN)/scalegrade calc roofline.ridge_intensity --gpu A100
 	$(BIN)/scalegrade validate tdlsm/hw1 --students 200
 	$(BIN)/scalegrade demo --out out/demo
+
+# The grading images, with docker or podman (docker/build.sh; ENGINE=docker|podman,
+# BASE=IMAGE or BASE=local for one made from Debian's packages, TORCH_WHEEL=FILE).
+ENGINE      ?= auto
+BASE        ?=
+TORCH_WHEEL ?=
+IMAGE_ARGS   = --engine $(ENGINE) $(if $(BASE),--base $(BASE)) $(if $(TORCH_WHEEL),--torch-wheel $(TORCH_WHEEL))
+
+image:
+	bash docker/build.sh cpu $(IMAGE_ARGS)
+
+image-cuda:
+	bash docker/build.sh cuda $(IMAGE_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -45,6 +45,7 @@ class SandboxSpec:
     image: str | None = None
     gpus: str | None = None
     preload: tuple[str, ...] = ()
+    engine: str = "auto"  # the container engine of --sandbox docker, on the worker
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hide", tuple(os.path.abspath(p) for p in self.hide))
@@ -57,6 +58,7 @@ class SandboxSpec:
             image=self.image,
             gpus=self.gpus,
             preload=self.preload,
+            engine=self.engine,
         )
 
 

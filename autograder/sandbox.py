@@ -19,7 +19,9 @@ Backends:
   timeout kills the process group, a private directory, a scrubbed environment); it logs
   what is NOT isolated.
 - ``docker``: ``docker run --network none --read-only ...`` with the same harness inside
-  (see ``docker_command``).
+  (see ``docker_command``), with a real container engine: Docker where its daemon
+  answers, else Podman (``find_engine``; ``$SCALEGRADE_PODMAN_ARGS`` holds the global
+  flags a host needs, such as ``--runtime runc --cgroup-manager cgroupfs``).
 """
 
 from __future__ import annotations
@@ -61,12 +63,71 @@ WIRE = HERE / "wire.py"
 
 UID_BASE = 61000  # student code runs as UID_BASE + slot, one slot per concurrent run
 UID_SLOTS = 1000
+# a container's user: outside the slots above, since a container runs without a user
+# namespace, so that no sandbox's cleanup of its slot, nor a student's kill(-1) from one,
+# reaches a container's processes
+CONTAINER_UID = UID_BASE - 1
 PROBE_UID_OFFSET = UID_SLOTS  # the probe process runs as uid + this (executor.PROBE_UID_OFFSET)
 GRACE_SECONDS = 10.0  # past the wall limit, before the grader stops waiting for a job
 DRAIN_SECONDS = 1.0  # after the job's end, for output still in the pipes
 EXIT_SETUP_FAILED = 125
 SETUP_TIMEOUT = 120.0
 DOCKER_START_SECONDS = 30.0
+PODMAN_ARGS_ENV = "SCALEGRADE_PODMAN_ARGS"
+PODMAN_NPROC = 4096  # per uid on the host: --pids-limit bounds each container
+ENGINES = ("auto", "docker", "podman")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A container engine's command: its binary and the global flags before ``run``."""
+
+    name: str  # docker | podman
+    args: tuple[str, ...] = ()
+
+    @property
+    def command(self) -> list[str]:
+        return [self.name, *self.args]
+
+
+DOCKER = Engine("docker")
+
+
+def find_engine(choice: str = "auto") -> Engine:
+    """The container engine to run submissions with: ``docker`` when its daemon answers,
+    else ``podman`` (daemonless), or the one asked for; a sentence when there is none."""
+    import shlex
+
+    if choice not in ENGINES:
+        raise SandboxError(f"unknown container engine {choice!r} (one of {', '.join(ENGINES)})")
+    podman = Engine("podman", tuple(shlex.split(os.environ.get(PODMAN_ARGS_ENV, ""))))
+    if choice == "podman" or (choice == "auto" and not _docker_answers()):
+        if shutil.which("podman") is None:
+            raise SandboxError(
+                "no container engine: docker's daemon does not answer and podman is not "
+                "installed (apt-get install podman, or start docker)"
+                if choice == "auto"
+                else "podman is not installed (apt-get install podman)"
+            )
+        return podman
+    if not _docker_answers():
+        raise SandboxError(
+            "docker is not installed, or its daemon does not answer (start it, or choose "
+            "--engine podman)"
+        )
+    return DOCKER
+
+
+def _docker_answers() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    try:
+        done = subprocess.run(["docker", "info"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
 # The child may import these from the warm executor instead of from disk.
 PRELOAD = ("numpy", "numpy.random", "IPython")
 # Preloaded the first time a notebook's code mentions the marker, for what the plan's
@@ -401,19 +462,29 @@ def docker_command(
     name: str,
     harness: Path = HARNESS,
     gpus: str | None = None,
-    uid: int = UID_BASE,
-    docker: str = "docker",
+    uid: int = CONTAINER_UID,
+    engine: Engine = DOCKER,
     cpus: float = 1.0,
 ) -> list[str]:
     """The ``docker run`` argv for one submission: no network, memory/CPU/pids limits, a
     read-only root with tmpfs work and temp dirs, a non-root user, no capabilities, the
     harness mounted read-only, the GPUs only when asked, and never a pull (the image is
     built or pulled beforehand: a pull mid-batch would time every submission out); the
-    request goes in on stdin, the envelope comes out on stdout and the log on stderr."""
+    request goes in on stdin, the envelope comes out on stdout and the log on stderr.
+
+    With ``engine`` podman: the same limits, spelled as podman takes them (the work
+    tmpfs owned by the container's user with ``U``, since podman ignores a tmpfs
+    ``uid=``; the process rlimit set, since podman's default is above what a host may
+    grant)."""
     scratch = max(16 << 20, 4 * limits.file_bytes)
     cpu = int(limits.cpu_seconds)
+    work = (
+        f"/work:rw,nosuid,nodev,exec,size={scratch},mode=0700,U"
+        if engine.name == "podman"
+        else f"/work:rw,nosuid,nodev,exec,size={scratch},uid={uid},gid={uid},mode=0700"
+    )
     argv = [
-        docker,
+        *engine.command,
         "run",
         "--rm",
         "-i",
@@ -435,7 +506,7 @@ def docker_command(
         "--tmpfs",
         f"/tmp:rw,nosuid,nodev,size={scratch},mode=1777",
         "--tmpfs",
-        f"/work:rw,nosuid,nodev,exec,size={scratch},uid={uid},gid={uid},mode=0700",
+        work,
         "--workdir",
         "/work",
         "--user",
@@ -453,6 +524,7 @@ def docker_command(
         f"nofile={limits.open_files}:{limits.open_files}",
         "--ulimit",
         "core=0:0",
+        *(("--ulimit", f"nproc={PODMAN_NPROC}:{PODMAN_NPROC}") if engine.name == "podman" else ()),
         "--env",
         "HOME=/tmp",
         "--env",
@@ -719,6 +791,7 @@ class Sandbox:
         gpus: str | None = None,
         memory_meter: str = "auto",
         preload: Sequence[str] = (),
+        engine: str = "auto",
     ):
         if backend not in ("auto", "namespaces", "process", "docker"):
             raise ValueError(f"unknown sandbox backend {backend!r}")
@@ -745,6 +818,11 @@ class Sandbox:
         self._finalizer = weakref.finalize(self, self._state.close)
         self.isolation = backend
         if backend == "docker":
+            try:
+                self.engine = find_engine(engine)
+            except SandboxError:
+                self._finalizer()
+                raise
             return
         try:
             if backend == "auto":
@@ -1089,7 +1167,9 @@ class Sandbox:
             "limits": dataclasses.asdict(limits),
         }
         container = f"scalegrade-{uuid.uuid4().hex[:16]}"
-        argv = docker_command(image=self.image, limits=limits, name=container, gpus=self.gpus)
+        argv = docker_command(
+            image=self.image, limits=limits, name=container, gpus=self.gpus, engine=self.engine
+        )
         try:
             proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -1119,7 +1199,9 @@ class Sandbox:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     timed_out = True
-                    subprocess.run([argv[0], "kill", container], capture_output=True, timeout=30)
+                    subprocess.run(
+                        [*self.engine.command, "kill", container], capture_output=True, timeout=30
+                    )
                     proc.kill()
                     break
                 for key, _ in sel.select(left):
@@ -1138,8 +1220,8 @@ class Sandbox:
         exit_event = {"event": "exit", "timed_out": timed_out}
         if code < 0:
             exit_event["signal"] = -code
-        elif code == 137:
-            exit_event["signal"] = signal.SIGKILL
+        elif 128 < code < 128 + signal.NSIG:  # the engine's 128 + N: the harness died of N
+            exit_event["signal"] = code - 128
         else:
             exit_event["code"] = code
         error, harvest = self._interpret(exit_event, None, bytes(result), oversize, plan, False)

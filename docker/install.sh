@@ -56,6 +56,9 @@ done
 case "$require" in "" | cpu | cuda) ;; *) die "--require takes cpu or cuda, not '$require'" ;; esac
 [ -f "$source_dir/pyproject.toml" ] || die "$source_dir has no pyproject.toml (pass SOURCE)"
 
+# an image build passes PIP_CERT (a CA bundle) only where its network needs one
+[ -n "${PIP_CERT:-}" ] || unset PIP_CERT
+
 if [ -n "$venv" ]; then
     [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
     py="$venv/bin/python"

@@ -526,8 +526,16 @@ def bank(bank_dir: Path | None, show_coverage: bool) -> None:
     show_default=True,
     type=click.Choice(["auto", "namespaces", "process", "docker"]),
 )
-@click.option("--image", help="Grading image for --sandbox docker.")
+@click.option("--image", help="Grading image for --sandbox docker (`make image` builds it).")
 @click.option("--gpus", help="--gpus for --sandbox docker (e.g. all).")
+@click.option(
+    "--engine",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "docker", "podman"]),
+    help="The container engine of --sandbox docker: docker where its daemon answers, else "
+    "podman ($SCALEGRADE_PODMAN_ARGS: its global flags on this host).",
+)
 @click.option(
     "--db",
     "db_url",
@@ -568,6 +576,7 @@ def grade(
     backend: str,
     image: str | None,
     gpus: str | None,
+    engine: str,
     db_url: str | None,
     timeout: float,
     reveal: bool | None,
@@ -595,6 +604,7 @@ def grade(
             timeout=timeout,
             image=image,
             gpus=gpus,
+            engine=engine,
             db_url=db_url,
             reveal=reveal,
             regrade=regrade,
@@ -613,6 +623,7 @@ def grade(
         backend=backend,
         image=image,
         gpus=gpus,
+        engine=engine,
         db_url=db_url,
         timeout=timeout,
         reveal=reveal,
@@ -662,6 +673,7 @@ def _grade_nbgrader(course: Path, name: str, **opts: Any) -> None:
         hide=[lay.course],
         image=opts["image"],
         gpus=opts["gpus"],
+        engine=opts["engine"],
     )
     try:
         with sandbox:
@@ -711,7 +723,7 @@ def _dask_runner(scheduler: str, sandbox_args: dict):
 
 def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts) -> None:
     from autograder.keys import Keys
-    from autograder.sandbox import Limits, Sandbox
+    from autograder.sandbox import Limits, Sandbox, SandboxError
     from contract import KeyFileError
 
     try:
@@ -731,12 +743,16 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
         image=opts["image"],
         gpus=opts["gpus"],
         preload=keys.preload,
+        engine=opts.get("engine", "auto"),
     )
     if opts.get("scheduler"):
         runner = _dask_runner(opts["scheduler"], sandbox_args)
         opts["jobs"] = opts["jobs"] or runner.threads
     else:
-        runner = Sandbox(**sandbox_args)  # its executor imports what the checks need...
+        try:
+            runner = Sandbox(**sandbox_args)  # its executor imports what the checks need...
+        except SandboxError as err:
+            fail(str(err))
         opts["jobs"] = opts["jobs"] or 2
     from rich.progress import Progress  # ...while the grader imports the rest
 
@@ -1064,7 +1080,7 @@ def reseed(
     "backend",
     default="auto",
     show_default=True,
-    type=click.Choice(["auto", "namespaces", "process", "docker"]),
+    type=click.Choice(["auto", "namespaces", "process"]),
     help="Where changed code checks run again.",
 )
 @click.option("--timeout", default=120.0, show_default=True, help="Wall seconds per submission.")

@@ -24,6 +24,7 @@ import pytest
 
 from autograder import harness
 from autograder.sandbox import (
+    CONTAINER_UID,
     UID_BASE,
     HarvestError,
     Limits,
@@ -477,10 +478,15 @@ while True:
 # --------------------------------------------------------------------------- lifecycle
 
 
+def _mounts() -> list[str]:
+    """The machine's mounts but a container engine's (a container test may run meanwhile)."""
+    with open("/proc/self/mountinfo") as fh:
+        return [m for m in fh if "/containers/" not in m and "/netns/" not in m]
+
+
 @needs_namespaces
 def test_close_leaves_no_process_mount_or_folder(tmp_path):
-    with open("/proc/self/mountinfo") as fh:
-        mounts_before = fh.read()
+    mounts_before = _mounts()
     box = Sandbox(backend="namespaces", limits=LIMITS)
     executor = box._state.executor
     base = box._state.base_dir
@@ -489,8 +495,7 @@ def test_close_leaves_no_process_mount_or_folder(tmp_path):
     box.close()
     assert executor.proc.poll() is not None
     assert not base.exists()
-    with open("/proc/self/mountinfo") as fh:
-        assert fh.read() == mounts_before
+    assert _mounts() == mounts_before
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:  # the uid slot is free again (unless another grader on this machine took it)
         probe.bind(f"\0scalegrade-sandbox-uid-{UID_BASE}")
@@ -539,7 +544,8 @@ def test_docker_command_isolates_the_container():
     assert "--read-only" in argv and "--cap-drop ALL" in joined
     assert "--security-opt no-new-privileges" in joined
     assert any(a.startswith("/work:rw") for a in argv) and "--workdir /work" in joined
-    assert f"--user {UID_BASE}:{UID_BASE}" in joined
+    # the container's user is none of the namespaces backend's uid slots
+    assert f"--user {CONTAINER_UID}:{CONTAINER_UID}" in joined and CONTAINER_UID < UID_BASE
     assert "--gpus all" in joined
     assert "--ulimit cpu=30:31" in joined and "--ulimit nofile=128:128" in joined
     harness_mount = next(a for a in argv if a.endswith(":/opt/scalegrade/harness.py:ro"))
