@@ -26,7 +26,7 @@ from pathlib import Path
 import contract
 from contract import Key
 from generator.assignment import Assignment
-from generator.release import HISTORY, OWNED, ReleaseError, release
+from generator.release import HISTORY, OWNED, ReleaseError, release, released
 
 
 @dataclass(frozen=True)
@@ -96,15 +96,11 @@ def rekey(
 ) -> Rekeyed:
     """Release ``assignment`` again over ``out`` after the bank changed (see the module)."""
     out = out.resolve()
+    old_release = released(out, assignment, "rekey")
     try:
-        old_release = contract.read_release(out / "keys")
         old_keys = contract.read_keys(out / "keys")
     except contract.KeyFileError as err:
-        raise ReleaseError(
-            f"{err} (rekey needs the folder `scalegrade generate --out` wrote)"
-        ) from None
-    if old_release.assignment != assignment.id:
-        raise ReleaseError(f"{out}/keys holds {old_release.assignment}, not {assignment.id}")
+        raise ReleaseError(str(err)) from None
     if old_release.questions != tuple(q.id for q in assignment.questions):
         raise ReleaseError(
             f"{assignment.id}: its questions are not the ones released "

@@ -194,6 +194,20 @@ def release(
     )
 
 
+def released(out: Path, assignment: Assignment, command: str) -> Release:
+    """The release in ``out/keys`` of ``assignment``, for a command that changes it
+    (rekey, reseed); a sentence naming the folder when it is not that."""
+    try:
+        info = contract.read_release(out / "keys")
+    except contract.KeyFileError as err:
+        raise ReleaseError(
+            f"{err} ({command} needs the folder `scalegrade generate --out` wrote)"
+        ) from None
+    if info.assignment != assignment.id:
+        raise ReleaseError(f"{out}/keys holds {info.assignment}, not {assignment.id}")
+    return info
+
+
 def due_in_zone(due: datetime | None, zone: str) -> str | None:
     """The due date as written in keys/: with its offset (one written without a zone, in
     the course's), so that every reader reads the same instant."""

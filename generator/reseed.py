@@ -22,6 +22,7 @@ from generator.assignment import Assignment
 from generator.release import (
     Layout,
     ReleaseError,
+    released,
     student_key,
     variants_for,
     write_file,
@@ -51,16 +52,12 @@ def reseed(
     """See the module.  ``at``: from when the new numbers hold (default: now)."""
     out = out.resolve()
     keys = out / "keys"
+    info = released(out, assignment, "reseed")
     try:
-        info = contract.read_release(keys)
         ledger = contract.read_ledger(keys)
         current = contract.read_key(keys / f"{student}.json") if student in info.students else None
     except contract.KeyFileError as err:
-        raise ReleaseError(
-            f"{err} (reseed needs the folder `scalegrade generate --out` wrote)"
-        ) from None
-    if info.assignment != assignment.id:
-        raise ReleaseError(f"{keys} holds {info.assignment}, not {assignment.id}")
+        raise ReleaseError(str(err)) from None
     if current is None:
         raise ReleaseError(
             f"{assignment.id}: no student {student!r} on the roster released "
@@ -89,13 +86,13 @@ def reseed(
     when = (at or datetime.now(UTC)).isoformat()  # to the microsecond: before or after
     entry = Reseed(student=student, question=question, at=when, by=by, why=why)
     new = Ledger(reseeds=(*ledger.reseeds, entry))
-    released = out / "release" / student / f"{assignment.spec.notebook}.ipynb"
+    notebook = out / "release" / student / f"{assignment.spec.notebook}.ipynb"
     lay = Layout.of(
         assignment,
         secret,
         new,
         solutions=(out / "solutions").is_dir(),
-        otter=released.is_file() and '"otter":' in released.read_text(encoding="utf-8"),
+        otter=notebook.is_file() and '"otter":' in notebook.read_text(encoding="utf-8"),
     )
     variants = write_student(lay, current.student, out, check=True)
     write_file(keys / contract.LEDGER_FILE, new.to_json())
@@ -104,4 +101,4 @@ def reseed(
         for v, old in zip(variants, current.questions, strict=True)
         if v.params != old.params
     ]
-    return Reseeded(student, new.version(student), changed, released)
+    return Reseeded(student, new.version(student), changed, notebook)

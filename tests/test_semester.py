@@ -120,8 +120,13 @@ def _scores(db_url, name):
         book.close()
 
 
+def _cli(*args):
+    """`scalegrade ARGS`, in this process."""
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
 def _late(db_url, *args):
-    return CliRunner().invoke(main, ["late", *args, "--db", db_url], catch_exceptions=False)
+    return _cli("late", *args, "--db", db_url)
 
 
 def test_a_semester_of_deadlines_extensions_and_late_work(tmp_path, db_url):
@@ -178,9 +183,7 @@ def test_a_semester_of_deadlines_extensions_and_late_work(tmp_path, db_url):
 
     # a TA marks the free-response part of sem1, (e), 2 points; a broken sheet first
     sheet_file = root / "marks.csv"
-    done = CliRunner().invoke(
-        main, ["marks", "export", "tdlsm/sem1", "--db", db_url, "--out", str(sheet_file)]
-    )
+    done = _cli("marks", "export", "tdlsm/sem1", "--db", db_url, "--out", str(sheet_file))
     assert done.exit_code == 0, done.output
     rows = list(csv.DictReader(io.StringIO(sheet_file.read_text(encoding="utf-8"))))
     assert [(r["student_id"], r["part"], r["points"]) for r in rows] == [
@@ -193,13 +196,11 @@ def test_a_semester_of_deadlines_extensions_and_late_work(tmp_path, db_url):
     _write_sheet(sheet_file, rows)
     broken = root / "broken.csv"
     _write_sheet(broken, [{**rows[0], "score": "5"}, {**rows[1], "student_id": "zoe"}])
-    bad = CliRunner().invoke(main, ["marks", "import", str(broken), "--db", db_url, "--by", "Bo"])
+    bad = _cli("marks", "import", str(broken), "--db", db_url, "--by", "Bo")
     assert bad.exit_code == 2 and "nothing recorded" in bad.output
     assert "broken.csv:2: student ana" in bad.output and "broken.csv:3: student zoe" in bad.output
     assert _scores(db_url, "sem1")["ana"]["score"] == e1
-    done = CliRunner().invoke(
-        main, ["marks", "import", str(sheet_file), "--db", db_url, "--by", "TA Bo"]
-    )
+    done = _cli("marks", "import", str(sheet_file), "--db", db_url, "--by", "TA Bo")
     assert done.exit_code == 0, done.output
     assert "3 marks recorded by TA Bo" in done.output
     s1 = _scores(db_url, "sem1")
@@ -362,22 +363,18 @@ def test_a_wrong_question_is_fixed_rekeyed_and_regraded_without_running_a_notebo
     secret.write_text("f" * 64, encoding="utf-8")
     roster = tmp_path / "roster.csv"
     roster.write_text("student_id,name,email\nana,Ana,a@x\nben,Ben,b@x\ncem,Cem,c@x\n")
-    run = CliRunner()
-    done = run.invoke(
-        main,
-        [
-            "generate",
-            "tdlsm/fix",
-            "--bank",
-            str(b.root),
-            "--roster",
-            str(roster),
-            "--out",
-            str(tmp_path / "fix"),
-            "--secret-file",
-            str(secret),
-            "--with-solutions",
-        ],
+    done = _cli(
+        "generate",
+        "tdlsm/fix",
+        "--bank",
+        str(b.root),
+        "--roster",
+        str(roster),
+        "--out",
+        str(tmp_path / "fix"),
+        "--secret-file",
+        str(secret),
+        "--with-solutions",
     )
     assert done.exit_code == 0, done.output
     subs = _submit(tmp_path, "fix", ["ana", "ben", "cem"])
@@ -400,37 +397,27 @@ def test_a_wrong_question_is_fixed_rekeyed_and_regraded_without_running_a_notebo
     assert n_params(before["ben"])["status"] == "wrong" and n_params(before["ben"])["score"] == 0
     assert n_params(before["cem"])["status"] == "wrong"
     points = n_params(before["ana"])["points"]
-    rows = list(csv.DictReader(io.StringIO(_export_marks(run, db_url, tmp_path))))
+    rows = list(csv.DictReader(io.StringIO(_export_marks(db_url, tmp_path))))
     rows[0]["score"], rows[0]["comment"] = "2", "both remedies"  # ana's (e)
     _write_sheet(tmp_path / "marks.csv", rows)
-    done = run.invoke(
-        main, ["marks", "import", str(tmp_path / "marks.csv"), "--db", db_url, "--by", "TA Bo"]
-    )
+    done = _cli("marks", "import", str(tmp_path / "marks.csv"), "--db", db_url, "--by", "TA Bo")
     assert done.exit_code == 0, done.output
     ana_before = _scores(db_url, "fix")["ana"]["score"]
 
     # a change of the numbers' sampling is refused, naming who would get other numbers
     _edit_question(b.root, {**FIXED, "range: [12, 48]": "range: [14, 48]"})
-    rekey = [
-        "rekey",
-        "tdlsm/fix",
-        "--bank",
-        str(b.root),
-        "--out",
-        str(tmp_path / "fix"),
-        "--secret-file",
-        str(secret),
-    ]
+    released = ["--bank", b.root, "--out", tmp_path / "fix", "--secret-file", secret]
+    rekey = ["rekey", "tdlsm/fix", *released]
     keys_before = (tmp_path / "fix" / "keys" / "ben.json").read_bytes()
-    refused = run.invoke(main, rekey)
+    refused = _cli(*rekey)
     assert refused.exit_code == 2 and "gives other numbers to" in refused.output, refused.output
-    refused = run.invoke(main, [*rekey, "--allow-new-numbers", "--db", db_url])
+    refused = _cli(*rekey, "--allow-new-numbers", "--db", db_url)
     assert refused.exit_code == 2 and "they have submitted already" in refused.output
     assert (tmp_path / "fix" / "keys" / "ben.json").read_bytes() == keys_before
 
     # the fix itself: same numbers, a new tolerance and misconception
     _edit_question(b.root, FIXED)
-    done = run.invoke(main, rekey)
+    done = _cli(*rekey)
     assert done.exit_code == 0, done.output
     assert "answer q1_n_params: the tolerance (3 of 3 students)" in done.output
     assert "answer q1_n_params: the misconceptions (3 of 3 students)" in done.output
@@ -438,18 +425,15 @@ def test_a_wrong_question_is_fixed_rekeyed_and_regraded_without_running_a_notebo
 
     shutil.rmtree(subs)  # nothing to run: the regrade works from the stored harvests
     attempts = _attempts_of(db_url, "fix")
-    done = run.invoke(
-        main,
-        [
-            "regrade",
-            "tdlsm/fix",
-            "--db",
-            db_url,
-            "--by",
-            "Prof. Ada",
-            "--why",
-            "tolerance and misconception of (a) fixed",
-        ],
+    done = _cli(
+        "regrade",
+        "tdlsm/fix",
+        "--db",
+        db_url,
+        "--by",
+        "Prof. Ada",
+        "--why",
+        "tolerance and misconception of (a) fixed",
     )
     assert done.exit_code == 0, done.output
     assert "3 graded again from their harvests (no notebook run), 0 notebooks run" in done.output
@@ -478,23 +462,15 @@ def test_a_wrong_question_is_fixed_rekeyed_and_regraded_without_running_a_notebo
     # ana's variant leaks: she is reseeded; nobody else's numbers change
     first_notebook = (tmp_path / "fix" / "solutions" / "ana" / "fix.ipynb").read_bytes()
     others = {s: (tmp_path / "fix" / "keys" / f"{s}.json").read_bytes() for s in ("ben", "cem")}
-    done = run.invoke(
-        main,
-        [
-            "reseed",
-            "tdlsm/fix",
-            "ana",
-            "--bank",
-            str(b.root),
-            "--out",
-            str(tmp_path / "fix"),
-            "--secret-file",
-            str(secret),
-            "--by",
-            "Prof. Ada",
-            "--why",
-            "her variant was posted online",
-        ],
+    done = _cli(
+        "reseed",
+        "tdlsm/fix",
+        "ana",
+        *released,
+        "--by",
+        "Prof. Ada",
+        "--why",
+        "her variant was posted online",
     )
     assert done.exit_code == 0, done.output
     assert "ana: variant version 1; new numbers for budgets/model-budget" in done.output
@@ -502,9 +478,7 @@ def test_a_wrong_question_is_fixed_rekeyed_and_regraded_without_running_a_notebo
         s: (tmp_path / "fix" / "keys" / f"{s}.json").read_bytes() for s in ("ben", "cem")
     }
     # what she submitted before the reseed is still graded with the numbers she had then
-    again = run.invoke(
-        main, ["regrade", "tdlsm/fix", "--db", db_url, "--by", "Ada", "--why", "after the reseed"]
-    )
+    again = _cli("regrade", "tdlsm/fix", "--db", db_url, "--by", "Ada", "--why", "after the reseed")
     assert again.exit_code == 0 and "3 unchanged" in again.output, again.output
     assert _scores(db_url, "fix")["ana"]["score"] == ana_before
 
@@ -528,9 +502,9 @@ def test_a_wrong_question_is_fixed_rekeyed_and_regraded_without_running_a_notebo
     assert fresh["autograded"] == before["ana"]["autograded"]
 
 
-def _export_marks(run, db_url, root):
+def _export_marks(db_url, root):
     path = root / "sheet.csv"
-    done = run.invoke(main, ["marks", "export", "tdlsm/fix", "--db", db_url, "--out", str(path)])
+    done = _cli("marks", "export", "tdlsm/fix", "--db", db_url, "--out", str(path))
     assert done.exit_code == 0, done.output
     return path.read_text(encoding="utf-8")
 
