@@ -50,7 +50,8 @@ class SandboxSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "hide", tuple(os.path.abspath(p) for p in self.hide))
 
-    def build(self) -> Sandbox:
+    def build(self, jobs: int = 2) -> Sandbox:
+        """The worker's Sandbox, for ``jobs`` submissions at once (its threads)."""
         return Sandbox(
             backend=self.backend,
             limits=self.limits,
@@ -59,6 +60,7 @@ class SandboxSpec:
             gpus=self.gpus,
             preload=self.preload,
             engine=self.engine,
+            jobs=jobs,
         )
 
 
@@ -71,7 +73,7 @@ class SandboxPlugin(WorkerPlugin):
         self.sandbox: Sandbox | None = None
 
     def setup(self, worker) -> None:
-        self.sandbox = self.spec.build()
+        self.sandbox = self.spec.build(worker.state.nthreads)
 
     def teardown(self, worker) -> None:
         if self.sandbox is not None:

@@ -1,7 +1,10 @@
 """The warm executor: a long-lived process that forks one isolated child per submission.
 
 Started by ``autograder.sandbox.Sandbox`` as ``python -s -P -B executor.py FD``: FD is a
-control socket (``SOCK_SEQPACKET``) whose first message is the configuration (JSON).  It never
+control socket (``SOCK_SEQPACKET``) whose first message is the configuration (JSON).  In a
+grading image (``--sandbox docker``) it is ``executor.py PATH``: the grader listens on the
+unix socket PATH, bound into the container, and this process connects to it; the
+protocol is the same (file descriptors pass between the host and a container).  It never
 runs student code itself and imports nothing of the project but ``harness.py`` (by path).
 
 Process tree in the "namespaces" mode (all of it dies when the outer process dies)::
@@ -1180,7 +1183,11 @@ def _zygote(ctrl: socket.socket, config: dict, ro_failed: list[str]) -> None:
 
 def main(argv: list[str]) -> int:
     global _harness, _prober, _memory
-    ctrl = socket.socket(fileno=int(argv[1]))
+    if argv[1].isdigit():
+        ctrl = socket.socket(fileno=int(argv[1]))
+    else:  # in a container: the grader's socket, bound in
+        ctrl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ctrl.connect(argv[1])
     config = json.loads(ctrl.recv(1 << 20))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the grader's to handle
     _harness = _load("scalegrade_harness", config["harness"])

@@ -2,8 +2,8 @@
 
 Loaded by path (never as part of the ``autograder`` package) by the warm executor, which
 calls ``prepare()`` once (IPython shell built, heavy modules imported) and, in each
-forked student process, ``run_submission()``.  In a Docker container the same file runs
-as ``python -I harness.py --stdin`` (request on stdin, harvest on stdout, log on stderr).
+forked student process, ``run_submission()``; in a grading container too, where the
+executor runs in the image.
 
 Nothing here is trusted: the student's code runs in this very process and may patch any
 of it.  The trusted grader therefore only accepts plain, schema-checked JSON from here,
@@ -399,12 +399,10 @@ def _run_probe(probe: dict, ns: dict, budget: int) -> dict:
     module = types.ModuleType(module_name)
     module.__file__ = f"<checks {probe['id']}>"
     sys.modules[module_name] = module
-    student = None
     try:
         _exec(_compile(probe["source"], module.__file__, "exec"), module.__dict__)
         params = _json_loads(probe["params_json"])  # a fresh copy per probe
-        student = _in_process(ns, name) if probe.get("isolated") else fn
-        result = plain(module.probe(student, probe["seed"], params))
+        result = plain(module.probe(fn, probe["seed"], params))
         encoded = _encode(result)
     except _Unplain as err:
         return {"ok": False, "error": f"probe result is not plain data: {err}"[:MAX_ERROR_CHARS]}
@@ -412,36 +410,9 @@ def _run_probe(probe: dict, ns: dict, budget: int) -> dict:
         return {"ok": False, "error": _error_text(err)}
     finally:
         sys.modules.pop(module_name, None)
-        if student is not None and student is not fn:
-            student._channel.close()
     if _len(encoded) > budget:
         return {"ok": False, "error": f"probe result larger than {budget} bytes"}
     return {"ok": True, "result": result}
-
-
-def _in_process(ns: dict, name: str):
-    """A check written for the probe process, run here (docker mode, where no probe
-    process runs beside this one yet): the probe's Student, with this module's server
-    answering in a thread.  The prober and the wire are loaded from beside this file."""
-    global wire
-    here = os.path.dirname(os.path.abspath(__file__))
-    loaded = {}
-    for stem in ("wire", "prober"):
-        known = sys.modules.get(f"scalegrade_{stem}")
-        if known is None:
-            import importlib.util
-
-            spec = importlib.util.spec_from_file_location(
-                f"scalegrade_{stem}", os.path.join(here, f"{stem}.py")
-            )
-            known = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(known)
-            sys.modules[spec.name] = known
-        loaded[stem] = known
-    wire = wire or loaded["wire"]
-    prober = loaded["prober"]
-    prober.wire = prober.wire or wire
-    return prober.Student(prober.in_process(ns, _Server), name)
 
 
 def _cells(notebook_path: str) -> list[tuple[int, str]]:
@@ -1133,40 +1104,3 @@ def serve(fd: int) -> None:
         _Server(fd, _shell.user_ns).loop()
     except BaseException:  # noqa: BLE001 - the probes see the channel close
         pass
-
-
-def _apply_limits(limits: dict) -> None:
-    import resource
-
-    for name, key in (
-        ("RLIMIT_AS", "memory_bytes"),
-        ("RLIMIT_FSIZE", "file_bytes"),
-        ("RLIMIT_NOFILE", "open_files"),
-    ):
-        value = int(limits[key])
-        resource.setrlimit(getattr(resource, name), (value, value))
-    cpu = int(limits["cpu_seconds"])
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-
-
-def main_stdin() -> int:
-    """Docker entry point: request JSON on stdin, envelope on stdout, the log on stderr."""
-    request = json.loads(sys.stdin.buffer.read())
-    result_fd = os.dup(1)
-    os.dup2(2, 1)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    name = os.path.basename(request["notebook_name"]) or "notebook.ipynb"
-    with open(name, "w", encoding="utf-8") as fh:
-        fh.write(request["notebook"])
-    prepare()
-    _apply_limits(request["limits"])
-    run_submission(os.path.abspath(name), request["plan"], result_fd, request["limits"])
-    _flush()
-    _exit(0)
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--stdin"]:
-        sys.exit(main_stdin())
-    sys.exit("usage: harness.py --stdin  (request JSON on stdin)")

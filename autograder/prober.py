@@ -644,8 +644,8 @@ def _held(channel: Channel, header: dict, values: dict) -> Held:
 def in_process(ns: dict, server, seconds: float = 600.0) -> Channel:
     """A channel to functions of this very process: S's server (``server``, the harness's
     ``_Server``, on ``ns``) answers in a thread, over a socket pair and the same wire.  For
-    tests and check authors trying a reference, and for docker mode until the probe
-    process runs outside the container.  It protects nothing: both ends share a process.
+    tests, check authors trying a reference and bench/gpu_check.py, never for a student's
+    code: it protects nothing, since both ends share a process.
     ``channel.close()`` ends the thread (so does the channel's collection)."""
     import socket
     import threading

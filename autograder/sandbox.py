@@ -18,10 +18,12 @@ Backends:
 - ``process``: the fallback without namespaces (rlimits, setsid, the uid when root, the
   timeout kills the process group, a private directory, a scrubbed environment); it logs
   what is NOT isolated.
-- ``docker``: ``docker run --network none --read-only ...`` with the same harness inside
-  (see ``docker_command``), with a real container engine: Docker where its daemon
-  answers, else Podman (``find_engine``; ``$SCALEGRADE_PODMAN_ARGS`` holds the global
-  flags a host needs, such as ``--runtime runc --cgroup-manager cgroupfs``).
+- ``docker``: the same warm executor in a grading image, one container for the whole
+  batch (``container_command``: no network, a read-only root, the batch's memory, pids and
+  CPUs), reached through a unix socket bound into it; each submission is still a fresh
+  child with the probe process beside it.  The engine is Docker where its daemon answers,
+  else Podman (``find_engine``; ``$SCALEGRADE_PODMAN_ARGS`` holds the global flags a host
+  needs, such as ``--runtime runc --cgroup-manager cgroupfs``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import json
 import logging
 import math
 import os
+import select
 import selectors
 import shutil
 import signal
@@ -63,16 +66,23 @@ WIRE = HERE / "wire.py"
 
 UID_BASE = 61000  # student code runs as UID_BASE + slot, one slot per concurrent run
 UID_SLOTS = 1000
-# a container's user: outside the slots above, since a container runs without a user
-# namespace, so that no sandbox's cleanup of its slot, nor a student's kill(-1) from one,
-# reaches a container's processes
-CONTAINER_UID = UID_BASE - 1
 PROBE_UID_OFFSET = UID_SLOTS  # the probe process runs as uid + this (executor.PROBE_UID_OFFSET)
 GRACE_SECONDS = 10.0  # past the wall limit, before the grader stops waiting for a job
 DRAIN_SECONDS = 1.0  # after the job's end, for output still in the pipes
 EXIT_SETUP_FAILED = 125
 SETUP_TIMEOUT = 120.0
-DOCKER_START_SECONDS = 30.0
+CONTAINER_START_SECONDS = 240.0  # podman's first start with a uid map copies the image
+# A warm grading container (container_command): where it finds the sandbox's code and the
+# grader's control socket; the capabilities its executor keeps, to set up each child and
+# drop it to a slot's uid (and SYS_ADMIN for the child's namespaces, where the container's
+# root is nobody on the host); the memory of its executor beside the jobs' limits; and, as
+# root with podman, the host uids its own uids 0 .. CONTAINER_UIDS map onto.
+CONTAINER_CODE = "/opt/scalegrade"
+CONTAINER_CONTROL = "/run/scalegrade"
+CONTAINER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID")
+CONTAINER_ZYGOTE_BYTES = 2 << 30
+CONTAINER_HOST_UID = 2_000_000_000
+CONTAINER_UIDS = UID_BASE + 2 * UID_SLOTS  # the slots' uids and their probes'
 PODMAN_ARGS_ENV = "SCALEGRADE_PODMAN_ARGS"
 PODMAN_NPROC = 4096  # per uid on the host: --pids-limit bounds each container
 ENGINES = ("auto", "docker", "podman")
@@ -80,10 +90,13 @@ ENGINES = ("auto", "docker", "podman")
 
 @dataclass(frozen=True)
 class Engine:
-    """A container engine's command: its binary and the global flags before ``run``."""
+    """A container engine's command: its binary and the global flags before ``run``;
+    ``maps_uids``: whether a container's root is an unprivileged uid on the host (podman;
+    docker only with a userns-remap or rootless daemon)."""
 
     name: str  # docker | podman
     args: tuple[str, ...] = ()
+    maps_uids: bool = False
 
     @property
     def command(self) -> list[str]:
@@ -100,8 +113,9 @@ def find_engine(choice: str = "auto") -> Engine:
 
     if choice not in ENGINES:
         raise SandboxError(f"unknown container engine {choice!r} (one of {', '.join(ENGINES)})")
-    podman = Engine("podman", tuple(shlex.split(os.environ.get(PODMAN_ARGS_ENV, ""))))
-    if choice == "podman" or (choice == "auto" and not _docker_answers()):
+    podman = Engine("podman", tuple(shlex.split(os.environ.get(PODMAN_ARGS_ENV, ""))), True)
+    docker = _docker_info()
+    if choice == "podman" or (choice == "auto" and docker is None):
         if shutil.which("podman") is None:
             raise SandboxError(
                 "no container engine: docker's daemon does not answer and podman is not "
@@ -110,22 +124,29 @@ def find_engine(choice: str = "auto") -> Engine:
                 else "podman is not installed (apt-get install podman)"
             )
         return podman
-    if not _docker_answers():
+    if docker is None:
         raise SandboxError(
             "docker is not installed, or its daemon does not answer (start it, or choose "
             "--engine podman)"
         )
-    return DOCKER
+    return Engine("docker", maps_uids=any(f"name={o}" in docker for o in ("userns", "rootless")))
 
 
-def _docker_answers() -> bool:
+def _docker_info() -> str | None:
+    """The security options of docker's daemon (userns, rootless, ...), or None where no
+    daemon answers."""
     if shutil.which("docker") is None:
-        return False
+        return None
     try:
-        done = subprocess.run(["docker", "info"], capture_output=True, timeout=10)
+        done = subprocess.run(
+            ["docker", "info", "--format", "{{json .SecurityOptions}}"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
+        return None
+    return done.stdout if done.returncode == 0 else None
 
 
 # The child may import these from the warm executor instead of from disk.
@@ -455,39 +476,43 @@ def namespaces_available() -> bool:
     return done.returncode == 0
 
 
-def docker_command(
+def container_command(
     *,
     image: str,
     limits: Limits,
     name: str,
-    harness: Path = HARNESS,
-    gpus: str | None = None,
-    uid: int = CONTAINER_UID,
+    control: Path,
     engine: Engine = DOCKER,
-    cpus: float = 1.0,
+    gpus: str | None = None,
+    jobs: int = 1,
+    here: Path = HERE,
 ) -> list[str]:
-    """The ``docker run`` argv for one submission: no network, memory/CPU/pids limits, a
-    read-only root with tmpfs work and temp dirs, a non-root user, no capabilities, the
-    harness mounted read-only, the GPUs only when asked, and never a pull (the image is
-    built or pulled beforehand: a pull mid-batch would time every submission out); the
-    request goes in on stdin, the envelope comes out on stdout and the log on stderr.
+    """The ``docker run`` argv of a warm grading container: the executor (``executor.py``)
+    in the image, serving ``jobs`` submissions at a time, each in a fresh child of its own
+    with the probe process beside it, exactly as on the host.  It connects back to the
+    grader's unix socket in the folder ``control``, bound in read-only.
 
-    With ``engine`` podman: the same limits, spelled as podman takes them (the work
-    tmpfs owned by the container's user with ``U``, since podman ignores a tmpfs
-    ``uid=``; the process rlimit set, since podman's default is above what a host may
-    grant)."""
-    scratch = max(16 << 20, 4 * limits.file_bytes)
-    cpu = int(limits.cpu_seconds)
-    work = (
-        f"/work:rw,nosuid,nodev,exec,size={scratch},mode=0700,U"
-        if engine.name == "podman"
-        else f"/work:rw,nosuid,nodev,exec,size={scratch},uid={uid},gid={uid},mode=0700"
-    )
+    The container: no network, a read-only root with a tmpfs /tmp, ``jobs`` submissions'
+    memory, processes and CPUs (each student process has its own rlimits inside), no
+    capabilities but those the executor needs to make a child's namespaces and drop it to
+    a slot's uid, the sandbox's own code mounted read-only (the host's and the container's
+    protocols are one), the GPUs only when asked, and never a pull (a pull mid-batch would
+    time every submission out).
+
+    Where the engine maps the container's uids onto unused host uids (podman: ``--uidmap``;
+    docker with a userns-remap or rootless daemon), the executor runs in its "namespaces"
+    mode as the container's root, who is nobody on the host; otherwise (docker's default,
+    where the container's root is the host's) in its "process" mode, without
+    ``SYS_ADMIN``: each child still has its own uid, rlimits and folder, and the container
+    keeps the network out."""
+    jobs = max(1, int(jobs))
+    scratch = jobs * max(16 << 20, 4 * limits.file_bytes) + (64 << 20)
+    memory = jobs * limits.memory_bytes + CONTAINER_ZYGOTE_BYTES
+    caps = CONTAINER_CAPS + (("NET_ADMIN", "SYS_ADMIN") if engine.maps_uids else ())
     argv = [
         *engine.command,
         "run",
         "--rm",
-        "-i",
         "--pull",
         "never",
         "--name",
@@ -495,57 +520,50 @@ def docker_command(
         "--network",
         "none",
         "--memory",
-        str(limits.memory_bytes),
+        str(memory),
         "--memory-swap",
-        str(limits.memory_bytes),
+        str(memory),
         "--cpus",
-        f"{cpus:g}",
+        str(jobs),
         "--pids-limit",
-        str(limits.processes),
+        str(jobs * (limits.processes + 8) + 64),
         "--read-only",
         "--tmpfs",
         f"/tmp:rw,nosuid,nodev,size={scratch},mode=1777",
-        "--tmpfs",
-        work,
-        "--workdir",
-        "/work",
         "--user",
-        f"{uid}:{uid}",
+        "0:0",
+        *_uid_map(engine),
         "--cap-drop",
         "ALL",
+        "--cap-add",
+        ",".join(sorted(caps)),
         "--security-opt",
         "no-new-privileges",
-        "--init",
         "--ulimit",
-        f"cpu={cpu}:{cpu + 1}",
-        "--ulimit",
-        f"fsize={limits.file_bytes}:{limits.file_bytes}",
-        "--ulimit",
-        f"nofile={limits.open_files}:{limits.open_files}",
+        "nofile=1024:1024",
         "--ulimit",
         "core=0:0",
         *(("--ulimit", f"nproc={PODMAN_NPROC}:{PODMAN_NPROC}") if engine.name == "podman" else ()),
-        "--env",
-        "HOME=/tmp",
-        "--env",
-        "IPYTHONDIR=/tmp/.ipython",
-        "--env",
-        "MPLBACKEND=Agg",
-        "--env",
-        "OMP_NUM_THREADS=1",
         "--volume",
-        f"{harness}:/opt/scalegrade/harness.py:ro",
-        # beside it: the probe channel, for the checks written for the probe process,
-        # which run in the container's one process until P runs outside it
-        "--volume",
-        f"{harness.parent / 'wire.py'}:/opt/scalegrade/wire.py:ro",
-        "--volume",
-        f"{harness.parent / 'prober.py'}:/opt/scalegrade/prober.py:ro",
+        f"{control}:{CONTAINER_CONTROL}:ro",
     ]
+    for path in (EXECUTOR, HARNESS, PROBER, WIRE):
+        argv += ["--volume", f"{here / path.name}:{CONTAINER_CODE}/{path.name}:ro"]
+    for key, value in _executor_env().items():
+        if key != "PATH":  # the image's: its python3 is the one with the grader's packages
+            argv += ["--env", f"{key}={value}"]
     if gpus:
         argv += ["--gpus", gpus]
-    argv += [image, "python3", "-I", "/opt/scalegrade/harness.py", "--stdin"]
-    return argv
+    executor = f"{CONTAINER_CODE}/{EXECUTOR.name}"
+    return [*argv, image, "python3", "-s", "-P", "-B", executor, f"{CONTAINER_CONTROL}/sock"]
+
+
+def _uid_map(engine: Engine) -> list[str]:
+    """podman as root: the container's uids 0..CONTAINER_UIDS onto host uids no one uses."""
+    if engine.name != "podman" or os.geteuid() != 0:
+        return []  # rootless podman maps them already; docker: the daemon's own setting
+    inside, host, count = 0, CONTAINER_HOST_UID, CONTAINER_UIDS
+    return ["--uidmap", f"{inside}:{host}:{count}", "--gidmap", f"{inside}:{host}:{count}"]
 
 
 def _probe_request(p: Probe) -> dict:
@@ -559,12 +577,12 @@ def _probe_request(p: Probe) -> dict:
     }
 
 
-def _plan_request(plan: Plan, inside: bool = False) -> dict:
-    """What the student's process gets: the answer variables, and the probes that still run
-    there (``inside``: all of them, where no probe process runs beside it)."""
+def _plan_request(plan: Plan) -> dict:
+    """What the student's process gets: the answer variables, and the probes of checks
+    written before the probe process, which still run there."""
     return {
         "variables": [str(v) for v in plan.variables],
-        "probes": [_probe_request(p) for p in plan.probes if inside or not p.isolated],
+        "probes": [_probe_request(p) for p in plan.probes if not p.isolated],
     }
 
 
@@ -614,8 +632,20 @@ def _without_strings(source: str) -> str:
 # --------------------------------------------------------------------------- the executor
 
 
+@dataclass(frozen=True)
+class Container:
+    """Where a warm executor runs in a grading image (``--sandbox docker``)."""
+
+    image: str
+    engine: Engine
+    limits: Limits
+    gpus: str | None = None
+    jobs: int = 1  # submissions at once: the container's memory, processes and CPUs
+
+
 class _Executor:
-    """The warm zygote process and its control socket."""
+    """The warm zygote process and its control socket; in a grading container when
+    ``container`` says which (the same executor, reached through a socket bound in)."""
 
     def __init__(
         self,
@@ -625,41 +655,37 @@ class _Executor:
         base_dir: Path,
         stdlib: bool = False,
         memory_meter: str = "auto",
+        container: Container | None = None,
     ):
         self.mode = mode
         self.lock = threading.Lock()
         self.preloaded: set[str] = set()
         self._pending = False  # a preload's answer not read yet
         self.memory: dict = {}  # the executor's memory cgroups: {"cgroup", "version", "why"}
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.container = container
+        self.name = f"scalegrade-{uuid.uuid4().hex[:16]}"  # the container's
+        code = {"harness": HARNESS, "prober": PROBER, "wire": WIRE}
         config = {
             "mode": mode,
             "hide": hide,
             "keep": keep,
             "base_dir": str(base_dir),
-            "harness": str(HARNESS),
-            "prober": str(PROBER),
-            "wire": str(WIRE),
+            **{key: str(path) for key, path in code.items()},
             "preload": list(PRELOAD),
             "preload_stdlib": stdlib,
             "memory_meter": memory_meter,
         }
+        if container is not None:  # the image's own interpreter; its /tmp; nothing of ours
+            config |= {key: f"{CONTAINER_CODE}/{path.name}" for key, path in code.items()}
+            config |= {"base_dir": "/tmp", "keep": [], "hide": [CONTAINER_CODE, "/run"]}
         self.log_path = base_dir / f"executor-{mode}.log"
         with open(self.log_path, "ab") as errlog:
-            self.proc = subprocess.Popen(
-                # -s -P -B: -I without -E, so that PYTHONMALLOC applies; the environment
-                # is ours (_executor_env), nothing of the grader's
-                [sys.executable, "-s", "-P", "-B", str(EXECUTOR), str(child.fileno())],
-                pass_fds=[child.fileno()],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=errlog,
-                env=_executor_env(),
-                cwd="/",
-                start_new_session=True,
-            )
-        child.close()
+            if container is None:
+                self.proc, parent = self._spawn(errlog)
+            else:
+                self.proc, parent = self._spawn_container(container, base_dir, errlog)
         self.ctrl = parent
+        where = f"{mode} executor" + (f" in {container.image}" if container else "")
         try:
             parent.settimeout(SETUP_TIMEOUT)
             parent.send(json.dumps(config).encode())  # not in argv: /proc/PID/cmdline
@@ -671,21 +697,104 @@ class _Executor:
         if not reply.get("ready"):
             self.close()
             detail = reply.get("error") or self._log_tail() or "it exited"
-            raise SandboxError(f"the {mode} executor did not start: {detail}")
+            raise SandboxError(f"the {where} did not start: {detail}")
         self.preloaded.update(reply.get("preloaded", []))
         memory = reply.get("memory")
         self.memory = memory if type(memory) is dict else {}
         if memory_meter == "auto" and not self.memory.get("cgroup"):
             log.warning(
-                "sandbox: %s; the probe process measures the memory of the notebook's "
+                "sandbox (%s): %s; the probe process measures the memory of the notebook's "
                 "process by its VmHWM instead, which the notebook can reset and which misses "
                 "its children",
+                where,
                 self.memory.get("why") or "no memory cgroup",
             )
         if reply.get("failed"):
             log.warning("sandbox: could not preload %s", reply["failed"])
         if reply.get("readonly_failed"):
             log.debug("sandbox: mounts left writable: %s", reply["readonly_failed"])
+
+    @staticmethod
+    def _spawn(errlog) -> tuple[subprocess.Popen, socket.socket]:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        proc = subprocess.Popen(
+            # -s -P -B: -I without -E, so that PYTHONMALLOC applies; the environment
+            # is ours (_executor_env), nothing of the grader's
+            [sys.executable, "-s", "-P", "-B", str(EXECUTOR), str(child.fileno())],
+            pass_fds=[child.fileno()],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errlog,
+            env=_executor_env(),
+            cwd="/",
+            start_new_session=True,
+        )
+        child.close()
+        return proc, parent
+
+    def _spawn_container(
+        self, container: Container, base_dir: Path, errlog
+    ) -> tuple[subprocess.Popen, socket.socket]:
+        """Start the container and take its executor's connection.  The socket's folder has
+        a random name in the sandbox's folder, which others may enter but not list; it is
+        removed as soon as the executor has connected."""
+        control = base_dir / uuid.uuid4().hex
+        control.mkdir(mode=0o711)
+        path = control / "sock"
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            listener.bind(str(path))
+            os.chmod(path, 0o666)  # the container's root is another uid on the host
+            listener.listen(1)
+            argv = container_command(
+                image=container.image,
+                limits=container.limits,
+                name=self.name,
+                control=control,
+                engine=container.engine,
+                gpus=container.gpus,
+                jobs=container.jobs,
+            )
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=errlog,
+                    start_new_session=True,
+                )
+            except OSError as err:
+                raise SandboxError(f"{container.engine.name} did not start: {err}") from err
+            self.proc = proc
+            deadline = time.monotonic() + CONTAINER_START_SECONDS
+            while not select.select([listener], [], [], 0.2)[0]:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    self._stop_container()
+                    errlog.flush()
+                    raise SandboxError(
+                        f"the grading container ({container.engine.name} run "
+                        f"{container.image}) did not start"
+                        + (" in time" if proc.returncode is None else "")
+                        + f": {self._log_tail() or 'see ' + str(self.log_path)}"
+                    )
+            conn, _ = listener.accept()
+            return proc, conn
+        finally:
+            listener.close()
+            shutil.rmtree(control, ignore_errors=True)
+
+    def _stop_container(self) -> None:
+        engine = self.container.engine
+        try:
+            subprocess.run(
+                [*engine.command, "rm", "--force", "--time", "0", self.name],
+                capture_output=True,
+                timeout=60,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.proc.kill()
+        self.proc.wait()
 
     def _log_tail(self) -> str:
         try:
@@ -742,10 +851,13 @@ class _Executor:
         except OSError:
             pass
         try:
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=5 if self.container is None else 20)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            if self.container is not None:
+                self._stop_container()
+            else:
+                self.proc.kill()
+                self.proc.wait()
 
 
 class _State:
@@ -777,8 +889,9 @@ class Sandbox:
     are always hidden.  ``memory_meter``: how the probe process measures the memory of the
     student's process (MEMORY_METERS; :attr:`memory` says what it got).  ``preload``: the
     modules the checks need (``Keys.preload``), imported by the warm executor as it starts,
-    while the grader goes on with its own start (docker has no warm executor: each
-    container imports what it uses).  ``run`` is thread-safe.
+    while the grader goes on with its own start.  ``backend`` docker: the warm executor
+    runs in a container of ``image`` (``engine``: docker or podman), sized for ``jobs``
+    submissions at once.  ``run`` is thread-safe.
     """
 
     def __init__(
@@ -792,6 +905,7 @@ class Sandbox:
         memory_meter: str = "auto",
         preload: Sequence[str] = (),
         engine: str = "auto",
+        jobs: int = 2,
     ):
         if backend not in ("auto", "namespaces", "process", "docker"):
             raise ValueError(f"unknown sandbox backend {backend!r}")
@@ -811,21 +925,21 @@ class Sandbox:
         self._jobs = itertools.count(1)
         self._lock = threading.Lock()
         self._closed = False
-        self._uids = _UidSlots() if os.geteuid() == 0 else None
+        # a container's root sets its children's uids (mapped: nobody's on the host)
+        root = os.geteuid() == 0 or backend == "docker"
+        self._uids = _UidSlots() if root else None
         base_dir = Path(tempfile.mkdtemp(prefix="scalegrade-sandbox-"))
         os.chmod(base_dir, 0o711)  # process mode: run dirs inside are the slot uid's
         self._state = _State(base_dir)
         self._finalizer = weakref.finalize(self, self._state.close)
         self.isolation = backend
-        if backend == "docker":
-            try:
-                self.engine = find_engine(engine)
-            except SandboxError:
-                self._finalizer()
-                raise
-            return
+        self.container: Container | None = None
         try:
-            if backend == "auto":
+            if backend == "docker":
+                found = find_engine(engine)
+                self.container = Container(image, found, limits, gpus, jobs)
+                self._start("docker")
+            elif backend == "auto":
                 try:
                     self._start("namespaces")
                 except SandboxError as err:
@@ -839,6 +953,13 @@ class Sandbox:
     # ----------------------------------------------------------------- lifecycle
 
     def _start(self, mode: str, reason: str | None = None) -> None:
+        if mode == "docker":  # the executor in the image, in the mode its engine allows
+            inside = "namespaces" if self.container.engine.maps_uids else "process"
+            self._state.executor = _Executor(
+                inside, [], [], self._state.base_dir, False, self.memory_meter, self.container
+            )
+            self._state.executor.preload(self.preload, wait=False)
+            return
         hide = _default_hide() + self.hide
         keep = _keep_paths()
         root = os.geteuid() == 0
@@ -883,7 +1004,7 @@ class Sandbox:
     def memory(self) -> dict:
         """How the probe process measures the memory of the student's process here:
         ``{"cgroup": the folder of this executor's job cgroups, or None, "version": 1 or 2,
-        "why": why there is no cgroup}`` (empty for docker)."""
+        "why": why there is no cgroup}``."""
         executor = self._state.executor
         return dict(executor.memory) if executor is not None else {}
 
@@ -922,7 +1043,7 @@ class Sandbox:
             return Outcome(None, message, time.monotonic() - start, self.isolation, log_text)
 
         try:
-            plan_request = _plan_request(plan, inside=self.isolation == "docker")
+            plan_request = _plan_request(plan)
             probes_request = [_probe_request(p) for p in plan.probes if p.isolated]
         except (TypeError, ValueError) as err:
             return failed(f"the plan is not JSON data: {err}")
@@ -931,11 +1052,7 @@ class Sandbox:
         except OSError as err:
             return failed(f"{notebook}: cannot read the notebook ({err.strerror or err})")
         try:
-            if self.isolation == "docker":
-                return self._run_docker(nb_fd, Path(notebook).name, plan, plan_request, start)
-            return self._run_local(
-                nb_fd, Path(notebook).name, plan, plan_request, probes_request, start
-            )
+            return self._run(nb_fd, Path(notebook).name, plan, plan_request, probes_request, start)
         except (SandboxError, OSError) as err:  # the sandbox's trouble, recorded per submission
             return failed(f"the sandbox is unavailable: {err}")
         finally:
@@ -954,7 +1071,7 @@ class Sandbox:
             wanted += [m for marker in markers if marker in code for m in ON_DEMAND[marker]]
         return [m for m in dict.fromkeys(wanted) if m not in preloaded]
 
-    def _run_local(
+    def _run(
         self,
         nb_fd: int,
         name: str,
@@ -1137,9 +1254,7 @@ class Sandbox:
         # the harvest is whole: an exit after it (while serving the probe process) costs
         # the probes their answers, which the probe process reports, not the harvest
         harvest = envelope["harvest"]
-        # docker: every probe ran in the container (none beside it): the harvest has them
-        beside = self.isolation != "docker"
-        isolated = [p.id for p in plan.probes if p.isolated and beside]
+        isolated = [p.id for p in plan.probes if p.isolated]
         if isolated and type(harvest) is dict and type(harvest.get("probes")) is dict:
             harvest = dict(
                 harvest, probes={**harvest["probes"], **_probe_results(probed, isolated)}
@@ -1150,79 +1265,3 @@ class Sandbox:
             return f"harvest is malformed: {err}", None
         except RecursionError:
             return "harvest is malformed: nested too deeply", None
-
-    # ----------------------------------------------------------------- docker
-
-    def _run_docker(
-        self, nb_fd: int, name: str, plan: Plan, plan_request: dict, start: float
-    ) -> Outcome:
-        limits = self.limits
-        data = os.read(nb_fd, limits.file_bytes + 1)
-        if len(data) > limits.file_bytes:
-            return Outcome(None, "the notebook is too large", 0.0, "docker", "")
-        request = {
-            "notebook_name": os.path.basename(name) or "notebook.ipynb",
-            "notebook": data.decode("utf-8", errors="replace"),
-            "plan": plan_request,
-            "limits": dataclasses.asdict(limits),
-        }
-        container = f"scalegrade-{uuid.uuid4().hex[:16]}"
-        argv = docker_command(
-            image=self.image, limits=limits, name=container, gpus=self.gpus, engine=self.engine
-        )
-        try:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-            )
-        except OSError as err:
-            return Outcome(None, f"docker did not start: {err}", 0.0, "docker", "")
-        payload = json.dumps(request).encode()
-
-        def feed() -> None:
-            try:
-                proc.stdin.write(payload)
-                proc.stdin.close()
-            except OSError:
-                pass
-
-        threading.Thread(target=feed, daemon=True).start()
-        capture = _Capture(limits.output_bytes)
-        result = bytearray()
-        oversize = False
-        deadline = start + limits.wall_seconds + DOCKER_START_SECONDS
-        timed_out = False
-        sel = selectors.DefaultSelector()
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        sel.register(proc.stderr, selectors.EVENT_READ)
-        try:
-            while sel.get_map():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    timed_out = True
-                    subprocess.run(
-                        [*self.engine.command, "kill", container], capture_output=True, timeout=30
-                    )
-                    proc.kill()
-                    break
-                for key, _ in sel.select(left):
-                    chunk = os.read(key.fd, 1 << 16)
-                    if not chunk:
-                        sel.unregister(key.fileobj)
-                    elif key.fileobj is proc.stderr:
-                        capture.add(chunk)
-                    elif len(result) + len(chunk) <= limits.harvest_bytes:
-                        result += chunk
-                    else:
-                        oversize = True
-        finally:
-            sel.close()
-        code = proc.wait()
-        exit_event = {"event": "exit", "timed_out": timed_out}
-        if code < 0:
-            exit_event["signal"] = -code
-        elif 128 < code < 128 + signal.NSIG:  # the engine's 128 + N: the harness died of N
-            exit_event["signal"] = code - 128
-        else:
-            exit_event["code"] = code
-        error, harvest = self._interpret(exit_event, None, bytes(result), oversize, plan, False)
-        return Outcome(harvest, error, time.monotonic() - start, "docker", capture.text())

@@ -674,6 +674,7 @@ def _grade_nbgrader(course: Path, name: str, **opts: Any) -> None:
         image=opts["image"],
         gpus=opts["gpus"],
         engine=opts["engine"],
+        jobs=opts["jobs"] or 2,
     )
     try:
         with sandbox:
@@ -749,11 +750,11 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
         runner = _dask_runner(opts["scheduler"], sandbox_args)
         opts["jobs"] = opts["jobs"] or runner.threads
     else:
-        try:
-            runner = Sandbox(**sandbox_args)  # its executor imports what the checks need...
+        opts["jobs"] = opts["jobs"] or 2
+        try:  # its executor imports what the checks need...
+            runner = Sandbox(**sandbox_args, jobs=opts["jobs"])
         except SandboxError as err:
             fail(str(err))
-        opts["jobs"] = opts["jobs"] or 2
     from rich.progress import Progress  # ...while the grader imports the rest
 
     from autograder.batch import grade_batch

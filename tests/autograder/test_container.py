@@ -4,7 +4,9 @@ The image is the one `make image` builds (docker/build.sh; `.ci/run` builds it w
 podman from a Debian base made by debootstrap) and ``$SCALEGRADE_IMAGE`` names it; without
 it these tests are skipped, a failure under ``SCALEGRADE_REQUIRE_CONTAINER``.  A batch of
 tdlsm/hw1 (honest work and the classic mistakes) must grade exactly as in the namespaces
-sandbox, and hostile notebooks must meet the container's limits without stopping it.
+sandbox; one warm container serves a batch, each submission in a child of its own beside
+its probe process, and hostile notebooks meet their limits without stopping it or
+reaching each other.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from click.testing import CliRunner
 
 from autograder.batch import grade_batch
 from autograder.keys import Keys
@@ -21,12 +25,12 @@ from autograder.sandbox import Limits, Sandbox, SandboxError, find_engine
 from generator import bank
 from generator.release import release
 from generator.roster import parse
+from scalegrade.cli import main
 from scalegrade.demo import SCENARIOS, simulate
 from tests.autograder import cheats
-from tests.autograder.test_sandbox import HONEST, PLAN, expected_probe
+from tests.autograder.test_sandbox import HONEST, PLAN, _run_batch, expected_probe
 
 IMAGE_ENV, REQUIRE_ENV = "SCALEGRADE_IMAGE", "SCALEGRADE_REQUIRE_CONTAINER"
-HOSTILE = ("memory_bomb", "fork_bomb", "network", "kill_parent", "infinite_loop", "read_keys")
 
 
 @pytest.fixture(scope="module")
@@ -75,58 +79,145 @@ def test_a_batch_grades_in_the_image_exactly_as_in_the_namespaces_sandbox(image,
         assert isolation == ({"docker"} if backend == "docker" else {"namespaces"})
     for sid in graded["auto"]:  # the same verdicts, byte for byte
         assert _parts(graded["docker"][sid]) == _parts(graded["auto"][sid]), played[sid]
+    # and as an instructor runs it: the CLI, two submissions at a time in one container
+    done = CliRunner().invoke(main, [
+        "grade", "tdlsm/hw1", str(tmp_path / "subs"), "--keys", str(tmp_path / "hw1" / "keys"),
+        "--out", str(tmp_path / "grades-cli"), "--sandbox", "docker", "--image", image,
+        "--jobs", "2", "--timeout", "120",
+    ], catch_exceptions=False)  # fmt: skip
+    assert done.exit_code == 0, done.output
+    for sid in graded["auto"]:  # the students' results.json, byte for byte
+        cli, namespaces = (tmp_path / f"grades-{d}" / sid / "results.json" for d in ("cli", "auto"))
+        assert cli.read_bytes() == namespaces.read_bytes(), played[sid]
 
 
-def test_hostile_notebooks_meet_the_containers_limits(image, tmp_path):
-    limits = Limits(wall_seconds=20, cpu_seconds=20, memory_bytes=512 << 20, processes=48)
-    ctx = cheats.Context(port=9, keys_dir=str(tmp_path / "keys"))
+def _containers(engine, name):
+    done = subprocess.run([*engine.command, "ps", "--all", "--quiet", "--filter", f"name={name}"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return done.stdout.split()
+
+
+def test_one_warm_container_grades_every_cheat_and_stays_up(image, tmp_path):
+    """The whole cheats corpus, two at a time, in one container: each meets the limits of
+    its own child (rlimits, its namespaces, the container's lack of network), none takes
+    the container down, and the honest notebooks among them keep their answers."""
+    limits = Limits(wall_seconds=20, cpu_seconds=6, memory_bytes=1 << 30, processes=48)
+    ctx = cheats.Context(port=9, keys_dir=str(tmp_path / "keys"), token=f"sg-{os.getpid()}")
     honest = cheats.honest_notebook(tmp_path / "honest.ipynb")
-    with Sandbox(backend="docker", image=image, limits=limits) as box:
-        by = {
-            name: box.run(
-                cheats.cheating_notebook(honest, name, tmp_path / f"{name}.ipynb", ctx), PLAN
-            )  # fmt: skip
-            for name in HOSTILE
-        }
-        after = box.run(honest, PLAN)  # and the engine still grades the next one
+    jobs = []
+    for i, name in enumerate(cheats.CHEATS):
+        jobs.append((name, cheats.cheating_notebook(honest, name, tmp_path / f"{name}.ipynb", ctx)))
+        if i % 4 == 0:
+            jobs.append((f"honest-{i}", honest))
+    with Sandbox(backend="docker", image=image, limits=limits, jobs=2) as box:
+        engine, name = box.container.engine, box._state.executor.name
+        assert len(_containers(engine, name)) == 1
+        results, leftovers = _run_batch(box, jobs, ctx)
+        assert len(_containers(engine, name)) == 1  # the same one served them all
+        after = box.run(honest, PLAN)
+    assert _containers(engine, name) == []  # and it is gone with the sandbox
     assert after.error is None and after.harvest["answers"] == HONEST, after.log[-2000:]
     assert after.harvest["probes"] == {"q2-double": expected_probe()}
+    by = dict(results)
+    for job, outcome in results:
+        assert outcome.isolation == "docker"
+        if job.startswith("honest"):
+            assert outcome.harvest["answers"] == HONEST, (job, outcome.error)
 
     def report(name):
         assert by[name].error is None, (name, by[name].error, by[name].log[-1500:])
         return by[name].harvest["answers"]["q1_c"]["value"]
 
-    assert report("memory_bomb") == "survived"  # a MemoryError at the container's limit
+    assert report("memory_bomb") == "survived"  # RLIMIT_AS of its own process
     assert by["memory_bomb"].harvest["cells"][-2]["error"].startswith("MemoryError")
-    assert report("fork_bomb") == "survived"  # --pids-limit
+    assert report("fork_bomb") == "survived"  # RLIMIT_NPROC of its slot's uid
     assert by["fork_bomb"].harvest["cells"][-2]["error"].startswith("BlockingIOError")
-    assert "connected" not in report("network")  # --network none: nothing to connect to
-    assert report("kill_parent") == "ran"  # the grader is outside the container
-    # --ulimit cpu: SIGXCPU at the soft limit, SIGKILL a second later at the hard one
-    assert by["infinite_loop"].harvest is None
-    assert by["infinite_loop"].error in (
-        "CPU time limit exceeded (20 s)",
-        "killed by signal 9 (memory?)",
-    )
+    assert "connected" not in report("network")  # --network none, and a netns of its own
+    assert report("kill_parent") == "ran"  # PID 1 of its namespace is root's
+    assert by["infinite_loop"].harvest is None  # SIGXCPU at the soft limit, then SIGKILL
+    assert by["infinite_loop"].error in ("CPU time limit exceeded (6 s)",
+                                         "killed by signal 9 (memory?)")  # fmt: skip
     assert "FileNotFoundError" in report("read_keys")  # no keys in the image
+    assert report("detached") == "detached" and leftovers["detached"] == []
+    assert report("env_secret") == "no secret"
+    assert "exit code 0" in by["libc_exit"].error
+    assert by["forged_harvest"].error.startswith("harvest is malformed")
+    assert by["garbage_harvest"].error == "harvest is not valid JSON"
+    assert "bytes of output dropped" in by["huge_output"].log
+
+
+def test_submissions_in_one_container_cannot_reach_each_other(image, tmp_path):
+    """Two submissions at once in the same container: what one leaves in /tmp or
+    /dev/shm, or serves on the loopback or an abstract socket, the other cannot find."""
+    leave = cheats._write(
+        [
+            "import socket, time\n"
+            "for path in ('/tmp/sg-left', '/dev/shm/sg-left'):\n"
+            "    open(path, 'w').write('answers')\n"
+            "tcp = socket.socket(); tcp.bind(('127.0.0.1', 47011)); tcp.listen()\n"
+            "unix = socket.socket(socket.AF_UNIX); unix.bind('\\0sg-left'); unix.listen()\n"
+            "time.sleep(6)\n"
+            "q1_c = 'left'"
+        ],
+        tmp_path / "leave.ipynb",
+    )
+    look = cheats._write(
+        [
+            "import os, socket, time\n"
+            "time.sleep(2)\n"
+            "seen = [p for p in ('/tmp/sg-left', '/dev/shm/sg-left') if os.path.exists(p)]\n"
+            "for family, where in ((socket.AF_INET, ('127.0.0.1', 47011)),\n"
+            "                      (socket.AF_UNIX, '\\0sg-left')):\n"
+            "    try:\n"
+            "        socket.socket(family).connect(where); seen.append(str(where))\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "others = [p for p in os.listdir('/proc') if p.isdigit() and int(p) > 3]\n"
+            "q1_c = repr((seen, len(others)))"
+        ],
+        tmp_path / "look.ipynb",
+    )
+    with Sandbox(backend="docker", image=image, limits=Limits(wall_seconds=60), jobs=2) as box:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            left, looked = pool.map(lambda nb: box.run(nb, PLAN), (leave, look))
+    assert left.error is None and left.harvest["answers"]["q1_c"]["value"] == "left", left.log
+    assert looked.error is None, looked.log[-2000:]
+    seen, others = eval(looked.harvest["answers"]["q1_c"]["value"])  # noqa: S307 - a repr
+    assert seen == []  # its own /tmp, /dev/shm, loopback and abstract sockets
+    assert others <= 2  # its own process, and the probe process beside it (its init is 1)
+
+
+def test_the_grader_restarts_a_container_that_died(image, tmp_path):
+    honest = cheats.honest_notebook(tmp_path / "honest.ipynb")
+    with Sandbox(backend="docker", image=image, limits=Limits(wall_seconds=60)) as box:
+        executor = box._state.executor
+        subprocess.run([*box.container.engine.command, "kill", executor.name],
+                       capture_output=True, check=True)  # fmt: skip
+        executor.proc.wait(timeout=60)
+        outcome = box.run(honest, PLAN)
+        assert box._state.executor is not executor
+    assert outcome.error is None and outcome.harvest["answers"] == HONEST, outcome.log[-2000:]
 
 
 def test_the_root_is_read_only_and_the_work_folder_private(image, tmp_path):
     nb = cheats._write(
         [
             "import os\nout = []\n"
-            "for path in ('/etc/scalegrade', '/opt/scalegrade/x', '/usr/local/x'):\n"
+            "for path in ('/etc/scalegrade', '/opt/scalegrade/x', '/usr/local/x', '/run/x'):\n"
             "    try:\n        open(path, 'w').write('x'); out.append('wrote')\n"
             "    except OSError as err:\n        out.append(type(err).__name__)\n"
-            "open('/work/mine', 'w').write('ok')\n"
-            "st = os.stat('/work')\n"
-            "q1_c = ' '.join(out) + f' {st.st_uid == os.getuid()} {oct(st.st_mode & 0o022)}'"
+            "open('mine', 'w').write('ok')\n"
+            "st = os.stat('.')\n"
+            "code = sorted(os.listdir('/opt/scalegrade')), os.listdir('/run')\n"
+            "q1_c = ' '.join(out) + f' {st.st_uid == os.getuid()} {oct(st.st_mode & 0o077)} {code}'"
         ],
         tmp_path / "write.ipynb",
     )
     with Sandbox(backend="docker", image=image, limits=Limits(wall_seconds=60)) as box:
         outcome = box.run(nb, PLAN)
     assert outcome.error is None, outcome.log[-2000:]
-    # --read-only: nothing written outside /work, a tmpfs of the container's user that no
-    # other can write to
-    assert outcome.harvest["answers"]["q1_c"]["value"] == "OSError OSError OSError True 0o0"
+    # --read-only, and the grader's code and socket hidden; the working folder is the
+    # student's own, in a tmpfs of its own, that no other uid may enter
+    assert outcome.harvest["answers"]["q1_c"]["value"] == (
+        "OSError OSError OSError OSError True 0o0 ([], [])"
+    )

@@ -1,5 +1,5 @@
-"""`--sandbox docker`: the exact `docker run` argv, the docker CLI's own parse of it, the
-backend's stdin/stdout protocol, and the grading images' one install script.
+"""`--sandbox docker`: the exact `docker run` argv of the warm grading container, the
+docker CLI's own parse of it, and the grading images' one install script.
 
 CI has no Docker engine: the argv is checked exactly, the docker CLI (where installed)
 validates every flag up to the point where it would contact a daemon (pointed at a socket
@@ -18,12 +18,16 @@ import pytest
 
 from autograder import sandbox as sandbox_module
 from autograder.sandbox import (
-    CONTAINER_UID,
+    CONTAINER_HOST_UID,
+    CONTAINER_UIDS,
+    CONTAINER_ZYGOTE_BYTES,
+    UID_BASE,
+    UID_SLOTS,
     Engine,
     Limits,
     Sandbox,
     SandboxError,
-    docker_command,
+    container_command,
     find_engine,
 )
 
@@ -39,57 +43,51 @@ LIMITS = Limits(
 )
 
 
-def test_docker_command_is_exactly_the_isolated_run():
-    harness = Path("/srv/scalegrade/autograder/harness.py")
-    argv = docker_command(
-        image="scalegrade/grader:cuda",
-        limits=LIMITS,
-        name="sg-1",
-        harness=harness,
-        gpus="all",
-        cpus=2,
-    )
-    work = 32 << 20  # 4 x file_bytes
-    owner = f"uid={CONTAINER_UID},gid={CONTAINER_UID},mode=0700"
+def test_the_container_command_is_exactly_the_isolated_warm_executor():
+    control = Path("/tmp/scalegrade-sandbox-x/0123abcd")
+    here = Path("/srv/scalegrade/autograder")
+    argv = container_command(image="scalegrade/grader:cuda", limits=LIMITS, name="sg-1",
+                             control=control, gpus="all", jobs=2, here=here)  # fmt: skip
+    memory = 2 * (2 << 30) + CONTAINER_ZYGOTE_BYTES  # two submissions' limits + the zygote
+    scratch = 2 * (32 << 20) + (64 << 20)  # 4 x file_bytes each
+    code = [f"{here}/{name}:/opt/scalegrade/{name}:ro"
+            for name in ("executor.py", "harness.py", "prober.py", "wire.py")]  # fmt: skip
     # fmt: off
-    assert argv == [
-        "docker", "run", "--rm", "-i",
+    assert argv[:argv.index("--env")] == [
+        "docker", "run", "--rm",
         "--pull", "never",  # the image is built beforehand; a pull would time the batch out
         "--name", "sg-1",
         "--network", "none",
-        "--memory", str(2 << 30), "--memory-swap", str(2 << 30),  # no swap beyond the cap
+        "--memory", str(memory), "--memory-swap", str(memory),  # no swap beyond the cap
         "--cpus", "2",
-        "--pids-limit", "64",
+        "--pids-limit", str(2 * (64 + 8) + 64),
         "--read-only",
-        "--tmpfs", f"/tmp:rw,nosuid,nodev,size={work},mode=1777",
-        "--tmpfs", f"/work:rw,nosuid,nodev,exec,size={work},{owner}",
-        "--workdir", "/work",
-        "--user", f"{CONTAINER_UID}:{CONTAINER_UID}",
+        "--tmpfs", f"/tmp:rw,nosuid,nodev,size={scratch},mode=1777",
+        "--user", "0:0",  # the executor: a child's uid is set there, per submission
         "--cap-drop", "ALL",
+        "--cap-add", "CHOWN,DAC_OVERRIDE,FOWNER,KILL,SETGID,SETUID",  # no SYS_ADMIN: root's
         "--security-opt", "no-new-privileges",
-        "--init",
-        "--ulimit", "cpu=20:21",
-        "--ulimit", f"fsize={8 << 20}:{8 << 20}",
-        "--ulimit", "nofile=128:128",
+        "--ulimit", "nofile=1024:1024",
         "--ulimit", "core=0:0",
-        "--env", "HOME=/tmp",
-        "--env", "IPYTHONDIR=/tmp/.ipython",
-        "--env", "MPLBACKEND=Agg",
-        "--env", "OMP_NUM_THREADS=1",
-        "--volume", f"{harness}:/opt/scalegrade/harness.py:ro",
-        "--volume", f"{harness.parent / 'wire.py'}:/opt/scalegrade/wire.py:ro",
-        "--volume", f"{harness.parent / 'prober.py'}:/opt/scalegrade/prober.py:ro",
+        "--volume", f"{control}:/run/scalegrade:ro",  # the grader's socket
+        "--volume", code[0], "--volume", code[1], "--volume", code[2], "--volume", code[3],
+    ]
+    env = [argv[i + 1] for i, a in enumerate(argv) if a == "--env"]
+    assert "OPENBLAS_NUM_THREADS=1" in env and not [e for e in env if e.startswith("PATH=")]
+    assert argv[-9:] == [
         "--gpus", "all",
-        "scalegrade/grader:cuda", "python3", "-I", "/opt/scalegrade/harness.py", "--stdin",
+        "scalegrade/grader:cuda", "python3", "-s", "-P", "-B",
+        "/opt/scalegrade/executor.py", "/run/scalegrade/sock",
     ]
     # fmt: on
 
 
-def test_without_gpus_there_is_no_gpu_flag_and_one_cpu():
-    argv = docker_command(image="img", limits=LIMITS, name="sg-2", engine=Engine("/bin/docker"))
+def test_without_gpus_there_is_no_gpu_flag_and_one_submission_at_a_time():
+    argv = container_command(image="img", limits=LIMITS, name="sg-2", control=Path("/c"),
+                             engine=Engine("/bin/docker"))  # fmt: skip
     assert argv[:2] == ["/bin/docker", "run"] and "--gpus" not in argv
     assert argv[argv.index("--cpus") + 1] == "1"
-    assert argv[-5:] == ["img", "python3", "-I", "/opt/scalegrade/harness.py", "--stdin"]
+    assert argv[argv.index("--memory") + 1] == str((2 << 30) + CONTAINER_ZYGOTE_BYTES)
 
 
 @pytest.mark.skipif(shutil.which("docker") is None, reason="the docker CLI is not installed")
@@ -97,33 +95,61 @@ def test_without_gpus_there_is_no_gpu_flag_and_one_cpu():
 def test_the_docker_cli_accepts_every_flag(gpus):
     """The real CLI parses and validates the flags (ulimits, memory, cpus, gpus, ...) before
     it contacts the daemon; here the daemon's socket does not exist, so nothing runs."""
-    argv = docker_command(image="scalegrade/grader:cpu", limits=LIMITS, name="sg-3", gpus=gpus)
+    argv = container_command(image="scalegrade/grader:cpu", limits=LIMITS, name="sg-3",
+                             control=Path("/tmp"), gpus=gpus)  # fmt: skip
     env = dict(os.environ, DOCKER_HOST="unix:///nonexistent/scalegrade-test.sock")
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, input="")
     assert done.returncode == 125
     assert "Cannot connect to the Docker daemon" in done.stderr, done.stderr
-    bad = [a.replace("nofile=128:128", "nofile=lots") for a in argv]
+    bad = [a.replace("nofile=1024:1024", "nofile=lots") for a in argv]
     refused = subprocess.run(bad, capture_output=True, text=True, env=env, timeout=60, input="")
     assert "invalid argument" in refused.stderr  # so the check above means something
 
 
-def test_podman_gets_the_same_limits_in_its_own_spelling():
-    """Podman ignores a tmpfs ``uid=`` (``U`` gives /work to the container's user), and its
-    default process rlimit can be above what a host grants; the global flags a host needs
-    come first.  The real engine runs this argv in tests/autograder/test_container.py."""
-    engine = Engine("podman", ("--runtime", "runc", "--cgroup-manager", "cgroupfs"))
-    argv = docker_command(image="img", limits=LIMITS, name="sg-4", engine=engine)
+def test_podman_maps_the_containers_root_to_nobody_and_gives_it_the_namespaces(monkeypatch):
+    """As root, podman maps the container's uids onto host uids nobody has; its root may
+    then make each child's namespaces (SYS_ADMIN, NET_ADMIN for the child's loopback), as
+    the namespaces backend does on the host.  The process rlimit is set, since podman's
+    default can be above what a host grants.  The real engine runs this argv in
+    tests/autograder/test_container.py."""
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    engine = Engine("podman", ("--runtime", "runc", "--cgroup-manager", "cgroupfs"), True)
+    argv = container_command(image="img", limits=LIMITS, name="sg-4", control=Path("/c"),
+                             engine=engine)  # fmt: skip
     assert argv[:6] == ["podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs", "run"]
-    (work,) = [a for a in argv if a.startswith("/work:")]
-    assert work.startswith("/work:rw,nosuid,nodev,exec,") and work.endswith(",mode=0700,U")
-    assert "uid=" not in work and "nproc=4096:4096" in argv
-    docker = docker_command(image="img", limits=LIMITS, name="sg-4")
-    assert [a for a in docker if a.startswith("nproc")] == []  # docker's default stands
-    # every other flag and value is the same
-    podman_rest = [a for a in argv[6:] if a not in (work, "nproc=4096:4096")]
-    docker_rest = [a for a in docker[2:] if not a.startswith("/work:")]
-    assert podman_rest == [*docker_rest[: docker_rest.index("core=0:0") + 1], "--ulimit",
-                           *docker_rest[docker_rest.index("core=0:0") + 1 :]]  # fmt: skip
+    mapping = f"0:{CONTAINER_HOST_UID}:{CONTAINER_UIDS}"
+    assert argv[argv.index("--uidmap") + 1] == mapping == argv[argv.index("--gidmap") + 1]
+    assert CONTAINER_UIDS > UID_BASE + 2 * UID_SLOTS - 1  # every slot's uid and its probe's
+    caps = argv[argv.index("--cap-add") + 1].split(",")
+    assert "SYS_ADMIN" in caps and "NET_ADMIN" in caps and "nproc=4096:4096" in argv
+    docker = container_command(image="img", limits=LIMITS, name="sg-4", control=Path("/c"))
+    assert "--uidmap" not in docker and [a for a in docker if a.startswith("nproc")] == []
+    # rootless podman: the engine has mapped the uids already
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    rootless = container_command(image="img", limits=LIMITS, name="sg-4", control=Path("/c"),
+                                 engine=engine)  # fmt: skip
+    assert "--uidmap" not in rootless and "SYS_ADMIN" in rootless[rootless.index("--cap-add") + 1]
+
+
+@pytest.mark.parametrize(
+    ("options", "maps"),
+    [
+        ('["name=seccomp,profile=builtin"]', False),  # the container's root is the host's
+        ('["name=seccomp,profile=builtin","name=userns"]', True),
+        ('["name=rootless"]', True),
+    ],
+)
+def test_docker_maps_uids_only_where_its_daemon_does(monkeypatch, options, maps):
+    calls = []
+
+    def info(argv, **kwargs):
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 0, stdout=options, stderr="")
+
+    monkeypatch.setattr(sandbox_module.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(sandbox_module.subprocess, "run", info)
+    assert find_engine("docker") == Engine("docker", maps_uids=maps)
+    assert calls == [["docker", "info", "--format", "{{json .SecurityOptions}}"]]
 
 
 def test_no_engine_is_one_sentence(monkeypatch, tmp_path):
@@ -170,8 +196,8 @@ def test_both_images_install_through_the_one_script(name, build, base):
     assert "bash /src/docker/install.sh --venv /opt/venv" in install
     assert '--torch "$TORCH" --torch-index "$TORCH_INDEX_URL"' in install
     assert f"--require {build}" in install
-    # the harness that docker_command mounts, run by the image's python
-    assert steps[-1] == ("CMD", '["python3", "-I", "/opt/scalegrade/harness.py", "--stdin"]')
+    # what an image run without arguments says; the grader runs the executor it mounts
+    assert steps[-1] == ("CMD", '["scalegrade", "--help"]')
     if build == "cpu":
         assert args["TORCH_INDEX_URL"] == "https://download.pytorch.org/whl/cpu"
     else:  # PyPI's own wheel: the CUDA build, with the CUDA runtime and NCCL as wheels
@@ -197,7 +223,7 @@ def test_the_install_script_is_valid_bash_and_refuses_bad_options(tmp_path):
     for bad in (["--require", "tpu"], ["--frobnicate"], [str(tmp_path)]):
         done = subprocess.run(["bash", str(INSTALL), *bad], capture_output=True, text=True)
         assert done.returncode == 2 and done.stderr.startswith("install.sh: "), (bad, done)
-    assert sandbox_module.HARNESS.is_file()  # what the images' CMD runs, mounted
+    assert sandbox_module.EXECUTOR.is_file()  # what the grader runs in an image, mounted
 
 
 def test_make_image_without_an_engine_says_what_to_install(tmp_path):

@@ -4,14 +4,11 @@ notebooks whose outcomes must not change.  Short limits keep the file fast."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
 import shutil
 import socket
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -24,7 +21,6 @@ import pytest
 
 from autograder import harness
 from autograder.sandbox import (
-    CONTAINER_UID,
     UID_BASE,
     HarvestError,
     Limits,
@@ -32,7 +28,6 @@ from autograder.sandbox import (
     Probe,
     Sandbox,
     check_harvest,
-    docker_command,
     namespaces_available,
 )
 from tests.autograder import cheats
@@ -528,68 +523,6 @@ def test_the_process_backend_says_what_it_does_not_isolate(tmp_path, caplog):
     assert_honest(by["honest-2"], isolation="process")
     assert "exit code 0" in by["exit"].error
     assert by["loop"].error == "timed out after 3 s"
-
-
-# --------------------------------------------------------------------------- docker argv
-
-
-def test_docker_command_isolates_the_container():
-    limits = Limits(memory_bytes=2 << 30, processes=100, cpu_seconds=30, open_files=128)
-    argv = docker_command(image="scalegrade/grader:cpu", limits=limits, name="sg-1", gpus="all")
-    joined = " ".join(argv)
-    assert argv[:3] == ["docker", "run", "--rm"]
-    assert "--network none" in joined
-    assert f"--memory {2 << 30}" in joined and f"--memory-swap {2 << 30}" in joined
-    assert "--pids-limit 100" in joined and "--cpus 1" in joined
-    assert "--read-only" in argv and "--cap-drop ALL" in joined
-    assert "--security-opt no-new-privileges" in joined
-    assert any(a.startswith("/work:rw") for a in argv) and "--workdir /work" in joined
-    # the container's user is none of the namespaces backend's uid slots
-    assert f"--user {CONTAINER_UID}:{CONTAINER_UID}" in joined and CONTAINER_UID < UID_BASE
-    assert "--gpus all" in joined
-    assert "--ulimit cpu=30:31" in joined and "--ulimit nofile=128:128" in joined
-    harness_mount = next(a for a in argv if a.endswith(":/opt/scalegrade/harness.py:ro"))
-    assert Path(harness_mount.split(":")[0]).name == "harness.py"
-    i = argv.index("scalegrade/grader:cpu")
-    assert argv[i + 1 :] == ["python3", "-I", "/opt/scalegrade/harness.py", "--stdin"]
-    assert "--gpus" not in docker_command(image="img", limits=limits, name="sg-2")
-
-
-def test_the_container_entry_point_speaks_stdin_and_stdout(tmp_path):
-    """What ``docker run ... harness.py --stdin`` runs, run here without the container."""
-    nb = cheats.honest_notebook(tmp_path / "hw.ipynb")
-    plan = {
-        "variables": list(PLAN.variables),
-        "probes": [
-            {
-                "id": "q2-double",
-                "function": "double",
-                "source": cheats.PROBE_SOURCE,
-                "seed": SEED,
-                "params_json": '{"n": 5}',
-            }
-        ],
-    }
-    request = {
-        "notebook_name": "hw.ipynb",
-        "notebook": nb.read_text(),
-        "plan": plan,
-        "limits": dataclasses.asdict(LIMITS),
-    }
-    work = tmp_path / "work"
-    work.mkdir()
-    done = subprocess.run(
-        [sys.executable, "-I", str(Path(harness.__file__)), "--stdin"],
-        input=json.dumps(request).encode(),
-        capture_output=True,
-        cwd=work,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    envelope = json.loads(done.stdout)
-    harvest = check_harvest(envelope["harvest"], PLAN)
-    assert harvest["answers"] == HONEST
-    assert harvest["probes"] == {"q2-double": expected_probe()}
 
 
 def test_the_docker_backend_needs_an_image():
