@@ -103,9 +103,6 @@ class Engine:
         return [self.name, *self.args]
 
 
-DOCKER = Engine("docker")
-
-
 def find_engine(choice: str = "auto") -> Engine:
     """The container engine to run submissions with: ``docker`` when its daemon answers,
     else ``podman`` (daemonless), or the one asked for; a sentence when there is none."""
@@ -476,16 +473,19 @@ def namespaces_available() -> bool:
     return done.returncode == 0
 
 
+@dataclass(frozen=True)
+class Container:
+    """Where a warm executor runs in a grading image (``--sandbox docker``)."""
+
+    image: str
+    engine: Engine
+    limits: Limits
+    gpus: str | None = None
+    jobs: int = 1  # submissions at once: the container's memory, processes and CPUs
+
+
 def container_command(
-    *,
-    image: str,
-    limits: Limits,
-    name: str,
-    control: Path,
-    engine: Engine = DOCKER,
-    gpus: str | None = None,
-    jobs: int = 1,
-    here: Path = HERE,
+    container: Container, *, name: str, control: Path, here: Path = HERE
 ) -> list[str]:
     """The ``docker run`` argv of a warm grading container: the executor (``executor.py``)
     in the image, serving ``jobs`` submissions at a time, each in a fresh child of its own
@@ -505,7 +505,7 @@ def container_command(
     where the container's root is the host's) in its "process" mode, without
     ``SYS_ADMIN``: each child still has its own uid, rlimits and folder, and the container
     keeps the network out."""
-    jobs = max(1, int(jobs))
+    engine, limits, jobs = container.engine, container.limits, max(1, int(container.jobs))
     scratch = jobs * max(16 << 20, 4 * limits.file_bytes) + (64 << 20)
     memory = jobs * limits.memory_bytes + CONTAINER_ZYGOTE_BYTES
     caps = CONTAINER_CAPS + (("NET_ADMIN", "SYS_ADMIN") if engine.maps_uids else ())
@@ -552,10 +552,19 @@ def container_command(
     for key, value in _executor_env().items():
         if key != "PATH":  # the image's: its python3 is the one with the grader's packages
             argv += ["--env", f"{key}={value}"]
-    if gpus:
-        argv += ["--gpus", gpus]
+    if container.gpus:
+        argv += ["--gpus", container.gpus]
     executor = f"{CONTAINER_CODE}/{EXECUTOR.name}"
-    return [*argv, image, "python3", "-s", "-P", "-B", executor, f"{CONTAINER_CONTROL}/sock"]
+    return [
+        *argv,
+        container.image,
+        "python3",
+        "-s",
+        "-P",
+        "-B",
+        executor,
+        f"{CONTAINER_CONTROL}/sock",
+    ]
 
 
 def _uid_map(engine: Engine) -> list[str]:
@@ -630,17 +639,6 @@ def _without_strings(source: str) -> str:
 
 
 # --------------------------------------------------------------------------- the executor
-
-
-@dataclass(frozen=True)
-class Container:
-    """Where a warm executor runs in a grading image (``--sandbox docker``)."""
-
-    image: str
-    engine: Engine
-    limits: Limits
-    gpus: str | None = None
-    jobs: int = 1  # submissions at once: the container's memory, processes and CPUs
 
 
 class _Executor:
@@ -746,15 +744,7 @@ class _Executor:
             listener.bind(str(path))
             os.chmod(path, 0o666)  # the container's root is another uid on the host
             listener.listen(1)
-            argv = container_command(
-                image=container.image,
-                limits=container.limits,
-                name=self.name,
-                control=control,
-                engine=container.engine,
-                gpus=container.gpus,
-                jobs=container.jobs,
-            )
+            argv = container_command(container, name=self.name, control=control)
             try:
                 proc = subprocess.Popen(
                     argv,

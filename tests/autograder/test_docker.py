@@ -23,6 +23,7 @@ from autograder.sandbox import (
     CONTAINER_ZYGOTE_BYTES,
     UID_BASE,
     UID_SLOTS,
+    Container,
     Engine,
     Limits,
     Sandbox,
@@ -32,6 +33,7 @@ from autograder.sandbox import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+DOCKER = Engine("docker")  # its daemon's default: the container's root is the host's
 INSTALL = ROOT / "docker" / "install.sh"
 LIMITS = Limits(
     wall_seconds=30,
@@ -46,8 +48,8 @@ LIMITS = Limits(
 def test_the_container_command_is_exactly_the_isolated_warm_executor():
     control = Path("/tmp/scalegrade-sandbox-x/0123abcd")
     here = Path("/srv/scalegrade/autograder")
-    argv = container_command(image="scalegrade/grader:cuda", limits=LIMITS, name="sg-1",
-                             control=control, gpus="all", jobs=2, here=here)  # fmt: skip
+    box = Container("scalegrade/grader:cuda", DOCKER, LIMITS, gpus="all", jobs=2)
+    argv = container_command(box, name="sg-1", control=control, here=here)
     memory = 2 * (2 << 30) + CONTAINER_ZYGOTE_BYTES  # two submissions' limits + the zygote
     scratch = 2 * (32 << 20) + (64 << 20)  # 4 x file_bytes each
     code = [f"{here}/{name}:/opt/scalegrade/{name}:ro"
@@ -83,8 +85,8 @@ def test_the_container_command_is_exactly_the_isolated_warm_executor():
 
 
 def test_without_gpus_there_is_no_gpu_flag_and_one_submission_at_a_time():
-    argv = container_command(image="img", limits=LIMITS, name="sg-2", control=Path("/c"),
-                             engine=Engine("/bin/docker"))  # fmt: skip
+    argv = container_command(Container("img", Engine("/bin/docker"), LIMITS), name="sg-2",
+                             control=Path("/c"))  # fmt: skip
     assert argv[:2] == ["/bin/docker", "run"] and "--gpus" not in argv
     assert argv[argv.index("--cpus") + 1] == "1"
     assert argv[argv.index("--memory") + 1] == str((2 << 30) + CONTAINER_ZYGOTE_BYTES)
@@ -95,8 +97,8 @@ def test_without_gpus_there_is_no_gpu_flag_and_one_submission_at_a_time():
 def test_the_docker_cli_accepts_every_flag(gpus):
     """The real CLI parses and validates the flags (ulimits, memory, cpus, gpus, ...) before
     it contacts the daemon; here the daemon's socket does not exist, so nothing runs."""
-    argv = container_command(image="scalegrade/grader:cpu", limits=LIMITS, name="sg-3",
-                             control=Path("/tmp"), gpus=gpus)  # fmt: skip
+    box = Container("scalegrade/grader:cpu", DOCKER, LIMITS, gpus=gpus)
+    argv = container_command(box, name="sg-3", control=Path("/tmp"))
     env = dict(os.environ, DOCKER_HOST="unix:///nonexistent/scalegrade-test.sock")
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, input="")
     assert done.returncode == 125
@@ -114,20 +116,19 @@ def test_podman_maps_the_containers_root_to_nobody_and_gives_it_the_namespaces(m
     tests/autograder/test_container.py."""
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     engine = Engine("podman", ("--runtime", "runc", "--cgroup-manager", "cgroupfs"), True)
-    argv = container_command(image="img", limits=LIMITS, name="sg-4", control=Path("/c"),
-                             engine=engine)  # fmt: skip
+    argv = container_command(Container("img", engine, LIMITS), name="sg-4", control=Path("/c"))
     assert argv[:6] == ["podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs", "run"]
     mapping = f"0:{CONTAINER_HOST_UID}:{CONTAINER_UIDS}"
     assert argv[argv.index("--uidmap") + 1] == mapping == argv[argv.index("--gidmap") + 1]
     assert CONTAINER_UIDS > UID_BASE + 2 * UID_SLOTS - 1  # every slot's uid and its probe's
     caps = argv[argv.index("--cap-add") + 1].split(",")
     assert "SYS_ADMIN" in caps and "NET_ADMIN" in caps and "nproc=4096:4096" in argv
-    docker = container_command(image="img", limits=LIMITS, name="sg-4", control=Path("/c"))
+    docker = container_command(Container("img", DOCKER, LIMITS), name="sg-4", control=Path("/c"))
     assert "--uidmap" not in docker and [a for a in docker if a.startswith("nproc")] == []
     # rootless podman: the engine has mapped the uids already
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    rootless = container_command(image="img", limits=LIMITS, name="sg-4", control=Path("/c"),
-                                 engine=engine)  # fmt: skip
+    rootless = container_command(Container("img", engine, LIMITS), name="sg-4",
+                                 control=Path("/c"))  # fmt: skip
     assert "--uidmap" not in rootless and "SYS_ADMIN" in rootless[rootless.index("--cap-add") + 1]
 
 
