@@ -461,16 +461,25 @@ class _Memory:
         self.why = "no memory cgroup was asked for" if self.wanted != "auto" else ""
         self.pending: list[str] = []  # job cgroups whose last processes were still exiting
 
-    def setup(self) -> None:
+    def setup(self, delegated: str | None = None, why_not: str | None = None) -> None:
         """Make ``base`` under the grader's memory cgroup (root only), removing what graders
-        that died left; on any failure, ``why`` says what is missing."""
+        that died left; on any failure, ``why`` says what is missing.  In a grading
+        container: ``delegated``, the cgroup v1 folder the grader made for it and bound in
+        (:func:`delegate_memory_cgroup`), used instead of this process's own, or
+        ``why_not``, why the grader could not make one."""
         if self.wanted != "auto":
+            return
+        if why_not:
+            self.why = why_not
             return
         if os.geteuid() != 0:
             self.why = "the grader is not root"
             return
         try:
-            version, own, mount = _grader_memory_cgroup()
+            if delegated:
+                version, own, mount = 1, delegated, delegated
+            else:
+                version, own, mount = _grader_memory_cgroup()
             parent = own
             if version == 2:
                 parent = self._v2_parent(own, mount)
@@ -568,6 +577,33 @@ class _Memory:
         end = time.monotonic() + seconds
         while not _remove_cgroup(self.base) and time.monotonic() < end:
             time.sleep(0.01)
+
+
+def delegate_memory_cgroup(name: str, uid: int) -> str:
+    """A memory cgroup for a grading container (the grader's side, as root): a folder under
+    the grader's own, given to ``uid``, the container's root on the host, which may then
+    make a cgroup per job there and move each student process into its own, and reach
+    nothing above it.  cgroup v1 only: under v2, moving a process needs write access to
+    the common ancestor of its cgroups, which the container's root does not have.  Folders
+    of graders that died are removed first.  OSError says why there is none."""
+    if os.geteuid() != 0:
+        raise OSError(errno.EPERM, "the grader is not root")
+    version, own, _ = _grader_memory_cgroup()
+    if version != 1:
+        raise OSError(errno.ENOTSUP, "cgroup v2: a container cannot join a cgroup handed to it")
+    mine = f"{CGROUP_PREFIX}c{os.getpid()}-"
+    for entry in os.listdir(own):
+        pid = entry[len(CGROUP_PREFIX) + 1 :].partition("-")[0]
+        if entry.startswith(CGROUP_PREFIX + "c") and pid.isdigit() and not _pid_alive(int(pid)):
+            _remove_cgroup(os.path.join(own, entry))
+    folder = os.path.join(own, mine + name)
+    os.mkdir(folder, 0o755)
+    try:
+        os.chown(folder, uid, uid)
+    except OSError:
+        os.rmdir(folder)
+        raise
+    return folder
 
 
 _memory = _Memory("off")  # set up in main()
@@ -1194,7 +1230,7 @@ def main(argv: list[str]) -> int:
     _prober = _load("scalegrade_prober", config["prober"])
     _harness.wire = _prober.wire = _load("scalegrade_wire", config["wire"])
     _memory = _Memory(config.get("memory_meter", "auto"))
-    _memory.setup()
+    _memory.setup(config.get("memory_cgroup"), config.get("memory_cgroup_why"))
     ro_failed: list[str] = []
     if config["mode"] == "namespaces":
         try:

@@ -79,6 +79,7 @@ CONTAINER_START_SECONDS = 240.0  # podman's first start with a uid map copies th
 # root with podman, the host uids its own uids 0 .. CONTAINER_UIDS map onto.
 CONTAINER_CODE = "/opt/scalegrade"
 CONTAINER_CONTROL = "/run/scalegrade"
+CONTAINER_CGROUP = "/cgroup"  # the memory cgroup the grader gives the container, bound in
 CONTAINER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID")
 CONTAINER_ZYGOTE_BYTES = 2 << 30
 CONTAINER_HOST_UID = 2_000_000_000
@@ -485,7 +486,12 @@ class Container:
 
 
 def container_command(
-    container: Container, *, name: str, control: Path, here: Path = HERE
+    container: Container,
+    *,
+    name: str,
+    control: Path,
+    cgroup: str | None = None,
+    here: Path = HERE,
 ) -> list[str]:
     """The ``docker run`` argv of a warm grading container: the executor (``executor.py``)
     in the image, serving ``jobs`` submissions at a time, each in a fresh child of its own
@@ -497,7 +503,9 @@ def container_command(
     capabilities but those the executor needs to make a child's namespaces and drop it to
     a slot's uid, the sandbox's own code mounted read-only (the host's and the container's
     protocols are one), the GPUs only when asked, and never a pull (a pull mid-batch would
-    time every submission out).
+    time every submission out).  ``cgroup``: a memory cgroup the grader made for the
+    container (``executor.delegate_memory_cgroup``), bound in writable, where the executor
+    makes each job's, so that the probe process reads a peak only it holds, as on the host.
 
     Where the engine maps the container's uids onto unused host uids (podman: ``--uidmap``;
     docker with a userns-remap or rootless daemon), the executor runs in its "namespaces"
@@ -546,6 +554,7 @@ def container_command(
         *(("--ulimit", f"nproc={PODMAN_NPROC}:{PODMAN_NPROC}") if engine.name == "podman" else ()),
         "--volume",
         f"{control}:{CONTAINER_CONTROL}:ro",
+        *(("--volume", f"{cgroup}:{CONTAINER_CGROUP}:rw") if cgroup else ()),
     ]
     for path in (EXECUTOR, HARNESS, PROBER, WIRE):
         argv += ["--volume", f"{here / path.name}:{CONTAINER_CODE}/{path.name}:ro"]
@@ -673,15 +682,22 @@ class _Executor:
             "preload_stdlib": stdlib,
             "memory_meter": memory_meter,
         }
+        self.cgroup: str | None = None  # the memory cgroup made for the container
         if container is not None:  # the image's own interpreter; its /tmp; nothing of ours
             config |= {key: f"{CONTAINER_CODE}/{path.name}" for key, path in code.items()}
             config |= {"base_dir": "/tmp", "keep": [], "hide": [CONTAINER_CODE, "/run"]}
+            if memory_meter == "auto":
+                config |= self._delegate_cgroup(container)
         self.log_path = base_dir / f"executor-{mode}.log"
         with open(self.log_path, "ab") as errlog:
             if container is None:
                 self.proc, parent = self._spawn(errlog)
             else:
-                self.proc, parent = self._spawn_container(container, base_dir, errlog)
+                try:
+                    self.proc, parent = self._spawn_container(container, base_dir, errlog)
+                except BaseException:
+                    self._remove_cgroup()
+                    raise
         self.ctrl = parent
         where = f"{mode} executor" + (f" in {container.image}" if container else "")
         try:
@@ -711,6 +727,27 @@ class _Executor:
             log.warning("sandbox: could not preload %s", reply["failed"])
         if reply.get("readonly_failed"):
             log.debug("sandbox: mounts left writable: %s", reply["readonly_failed"])
+
+    def _delegate_cgroup(self, container: Container) -> dict:
+        """The container's memory cgroup, for the executor's config; or why there is none."""
+        from autograder import executor  # its cgroup helpers; nothing of it runs here
+
+        owner = CONTAINER_HOST_UID if _uid_map(container.engine) else 0
+        try:
+            self.cgroup = executor.delegate_memory_cgroup(self.name, owner)
+        except OSError as err:
+            return {"memory_cgroup_why": f"no memory cgroup for the container: {err.strerror}"}
+        return {"memory_cgroup": CONTAINER_CGROUP}
+
+    def _remove_cgroup(self) -> None:
+        from autograder import executor
+
+        end = time.monotonic() + 5.0
+        while self.cgroup and not executor._remove_cgroup(self.cgroup):
+            if time.monotonic() > end:  # left for the next grader (it removes those of the dead)
+                log.debug("sandbox: the container's cgroup %s is still busy", self.cgroup)
+                break
+            time.sleep(0.05)
 
     @staticmethod
     def _spawn(errlog) -> tuple[subprocess.Popen, socket.socket]:
@@ -744,7 +781,7 @@ class _Executor:
             listener.bind(str(path))
             os.chmod(path, 0o666)  # the container's root is another uid on the host
             listener.listen(1)
-            argv = container_command(container, name=self.name, control=control)
+            argv = container_command(container, name=self.name, control=control, cgroup=self.cgroup)
             try:
                 proc = subprocess.Popen(
                     argv,
@@ -848,6 +885,7 @@ class _Executor:
             else:
                 self.proc.kill()
                 self.proc.wait()
+        self._remove_cgroup()
 
 
 class _State:

@@ -1,8 +1,8 @@
 """`--sandbox docker` with a real container engine and the real CPU image.
 
 The image is the one `make image` builds (docker/build.sh; `.ci/run` builds it with
-podman from a Debian base made by debootstrap) and ``$SCALEGRADE_IMAGE`` names it; without
-it these tests are skipped, a failure under ``SCALEGRADE_REQUIRE_CONTAINER``.  A batch of
+podman from a Debian base made by debootstrap) and ``$SCALEGRADE_IMAGE`` names it
+(tests/conftest.py's ``grading_image``).  A batch of
 tdlsm/hw1 (honest work and the classic mistakes) must grade exactly as in the namespaces
 sandbox; one warm container serves a batch, each submission in a child of its own beside
 its probe process, and hostile notebooks meet their limits without stopping it or
@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from autograder.batch import grade_batch
 from autograder.keys import Keys
-from autograder.sandbox import Limits, Sandbox, SandboxError, find_engine
+from autograder.sandbox import CONTAINER_HOST_UID, Limits, Sandbox
 from generator import bank
 from generator.release import release
 from generator.roster import parse
@@ -30,28 +30,10 @@ from scalegrade.demo import SCENARIOS, simulate
 from tests.autograder import cheats
 from tests.autograder.test_sandbox import HONEST, PLAN, _run_batch, expected_probe
 
-IMAGE_ENV, REQUIRE_ENV = "SCALEGRADE_IMAGE", "SCALEGRADE_REQUIRE_CONTAINER"
-
 
 @pytest.fixture(scope="module")
-def image():
-    name = os.environ.get(IMAGE_ENV)
-
-    def unavailable(why):
-        if os.environ.get(REQUIRE_ENV):
-            pytest.fail(f"{why} (and {REQUIRE_ENV} is set)")
-        pytest.skip(why)
-
-    if not name:
-        unavailable(f"no grading image: `make image`, then ${IMAGE_ENV}=scalegrade/grader:cpu")
-    try:
-        engine = find_engine("auto")
-    except SandboxError as err:
-        unavailable(str(err))
-    found = subprocess.run([*engine.command, "image", "inspect", name], capture_output=True)
-    if found.returncode:
-        unavailable(f"{engine.name} has no image {name}: `make image`")
-    return name
+def image(grading_image):
+    return grading_image
 
 
 def _parts(doc):
@@ -221,3 +203,23 @@ def test_the_root_is_read_only_and_the_work_folder_private(image, tmp_path):
     assert outcome.harvest["answers"]["q1_c"]["value"] == (
         "OSError OSError OSError OSError True 0o0 ([], [])"
     )
+
+
+def test_the_container_measures_memory_in_a_cgroup_the_grader_gave_it(image):
+    """As on the host, the probe process reads a peak that only it holds: the grader makes
+    a memory cgroup for the container (cgroup v1, as root), gives it to the container's
+    root, and removes it with the container; without one, the sandbox says why."""
+    from autograder import executor
+
+    version = executor._grader_memory_cgroup()[0] if os.geteuid() == 0 else None
+    with Sandbox(backend="docker", image=image, limits=Limits(wall_seconds=60)) as box:
+        folder = box._state.executor.cgroup
+        memory = box.memory
+        if version == 1:
+            assert memory["cgroup"].startswith("/cgroup/scalegrade-") and memory["version"] == 1
+            assert os.stat(folder).st_uid == (CONTAINER_HOST_UID if os.geteuid() == 0 else 0)
+        else:
+            assert (
+                memory["cgroup"] is None and "no memory cgroup for the container" in memory["why"]
+            )
+    assert folder is None or not os.path.exists(folder)

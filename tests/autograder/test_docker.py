@@ -84,6 +84,14 @@ def test_the_container_command_is_exactly_the_isolated_warm_executor():
     # fmt: on
 
 
+def test_the_containers_memory_cgroup_is_bound_in_writable():
+    argv = container_command(Container("img", DOCKER, LIMITS), name="sg-5", control=Path("/c"),
+                             cgroup="/sys/fs/cgroup/memory/g/scalegrade-c1-sg-5")  # fmt: skip
+    assert "/sys/fs/cgroup/memory/g/scalegrade-c1-sg-5:/cgroup:rw" in argv
+    plain = container_command(Container("img", DOCKER, LIMITS), name="sg-5", control=Path("/c"))
+    assert not [a for a in plain if a.endswith(":/cgroup:rw")]
+
+
 def test_without_gpus_there_is_no_gpu_flag_and_one_submission_at_a_time():
     argv = container_command(Container("img", Engine("/bin/docker"), LIMITS), name="sg-2",
                              control=Path("/c"))  # fmt: skip

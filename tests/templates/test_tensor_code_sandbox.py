@@ -197,9 +197,16 @@ def online_softmax_attention(q, k, v, block):
 """
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(limits=LIMITS) as box:
+@pytest.fixture(scope="module", params=["host", "container"])
+def sandbox(request):
+    """The warm sandbox on the host, and in the grading image (where the grader gives the
+    container a memory cgroup of its own: cgroup v1, as root)."""
+    if request.param == "container":
+        image = request.getfixturevalue("grading_image")
+        box = Sandbox(backend="docker", image=image, limits=LIMITS)
+    else:
+        box = Sandbox(limits=LIMITS)
+    with box:
         if not box.memory.get("cgroup"):
             pytest.skip(f"no memory cgroup here: {box.memory.get('why')}")
         yield box
