@@ -33,7 +33,8 @@ Two forks per submission (a fork with torch loaded: ~6 ms, its heap on huge page
 
 The "process" mode (no namespaces) forks the student process directly: rlimits, setsid,
 the uid when run as root, a private directory; the timeout kills the process group and,
-as root, every process of the slot's uid.  The memory cgroups are the same in both modes
+as root, every process of the slot's uid, and what that uid left in /tmp, /var/tmp and
+/dev/shm is removed.  The memory cgroups are the same in both modes
 (see "memory, from outside" below, with the fallback where none can be made).
 
 When the probe process ends, the student process has nothing left to do: it is given a
@@ -1007,12 +1008,36 @@ def _fork_job(job: _Job, req: dict, named: dict, config: dict, own_pidns, memory
     return job
 
 
+SHARED_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")  # process mode: every job's
+
+
+def _sweep_files(uid: int) -> None:
+    """Remove what ``uid`` left in the shared scratch folders (process mode), so that no
+    later submission finds it there."""
+    for folder in SHARED_SCRATCH:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                pass
+
+
 def _finish_job(job: _Job, status: int, usage, namespaces: bool) -> None:
     if not namespaces:
         job.kill(namespaces)  # what is left of its process groups
         for uid in (job.uid, job.req.get("probe_uid")):
             if uid is not None:
                 _sweep_uid(uid)  # and every other process of its uids
+                _sweep_files(uid)  # and its files in /tmp, /var/tmp and /dev/shm
         for folder in (job.workdir, job.probe_dir):
             if folder:
                 shutil.rmtree(folder, ignore_errors=True)

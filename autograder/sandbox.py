@@ -35,6 +35,7 @@ import json
 import logging
 import math
 import os
+import queue
 import select
 import selectors
 import shutil
@@ -893,13 +894,15 @@ class _State:
 
     def __init__(self, base_dir: Path):
         self.base_dir = base_dir
-        self.executor: _Executor | None = None
+        # one, or a grading container per concurrent run where containers cannot map uids
+        self.executors: list[_Executor | None] = [None]
         self.retired: list[socket.socket] = []  # uid slots of runs whose end is unconfirmed
 
     def close(self) -> None:
-        if self.executor is not None:
-            self.executor.close()
-            self.executor = None
+        for executor in self.executors:
+            if executor is not None:
+                executor.close()
+        self.executors = [None] * len(self.executors)
         for holder in self.retired:
             holder.close()
         self.retired.clear()
@@ -962,11 +965,18 @@ class Sandbox:
         self._finalizer = weakref.finalize(self, self._state.close)
         self.isolation = backend
         self.container: Container | None = None
+        self._idle: queue.SimpleQueue | None = None  # the containers free, in a pool
         try:
             if backend == "docker":
                 found = find_engine(engine)
                 self.container = Container(image, found, limits, gpus, jobs)
-                self._start("docker")
+                if not found.maps_uids:  # a container per concurrent run (_start)
+                    self._state.executors = [None] * max(1, jobs)
+                    self._idle = queue.SimpleQueue()
+                for slot in range(len(self._state.executors)):
+                    self._start("docker", slot=slot)
+                    if self._idle is not None:
+                        self._idle.put(slot)
             elif backend == "auto":
                 try:
                     self._start("namespaces")
@@ -980,13 +990,17 @@ class Sandbox:
 
     # ----------------------------------------------------------------- lifecycle
 
-    def _start(self, mode: str, reason: str | None = None) -> None:
+    def _start(self, mode: str, reason: str | None = None, slot: int = 0) -> None:
         if mode == "docker":  # the executor in the image, in the mode its engine allows
-            inside = "namespaces" if self.container.engine.maps_uids else "process"
-            self._state.executor = _Executor(
-                inside, [], [], self._state.base_dir, False, self.memory_meter, self.container
+            container = self.container
+            inside = "namespaces" if container.engine.maps_uids else "process"
+            if inside == "process":  # one run at a time per container: runs share nothing
+                container = dataclasses.replace(container, jobs=1)
+            executor = _Executor(
+                inside, [], [], self._state.base_dir, False, self.memory_meter, container
             )
-            self._state.executor.preload(self.preload, wait=False)
+            self._state.executors[slot] = executor
+            executor.preload(self.preload, wait=False)
             return
         hide = _default_hide() + self.hide
         keep = _keep_paths()
@@ -994,17 +1008,19 @@ class Sandbox:
         # Without a mount namespace, an interpreter under a folder others may not enter
         # (pyenv in /root) is unreadable to the student's uid: preload the stdlib then.
         closed = [p for p in keep if not _traversable(p)] if mode == "process" and root else []
-        self._state.executor = _Executor(
+        executor = _Executor(
             mode, hide, keep, self._state.base_dir, bool(closed), self.memory_meter
         )
-        self._state.executor.preload(self.preload, wait=False)
+        self._state.executors[slot] = executor
+        executor.preload(self.preload, wait=False)
         self.isolation = mode
         if mode == "process":
             why = reason or "backend 'process' was asked for"
             if root:
                 who = (
                     f"student code runs as uid {UID_BASE}+slot (so it cannot signal the "
-                    "grader), and every process of that uid is killed after the run"
+                    "grader), every process of that uid is killed after the run, and its files in "
+                    "/tmp, /var/tmp and /dev/shm are removed"
                 )
             else:
                 who = (
@@ -1033,21 +1049,21 @@ class Sandbox:
         """How the probe process measures the memory of the student's process here:
         ``{"cgroup": the folder of this executor's job cgroups, or None, "version": 1 or 2,
         "why": why there is no cgroup}``."""
-        executor = self._state.executor
+        executor = self._state.executors[0]
         return dict(executor.memory) if executor is not None else {}
 
-    def _executor(self) -> _Executor:
+    def _executor(self, slot: int = 0) -> _Executor:
         with self._lock:
             if self._closed:
                 raise SandboxError("the sandbox is closed")
-            executor = self._state.executor
+            executor = self._state.executors[slot]
             if executor is None or not executor.alive():
                 log.warning("sandbox: the %s executor stopped; starting a new one", self.isolation)
                 if executor is not None:
                     executor.close()
-                self._state.executor = None
-                self._start(self.isolation)
-            return self._state.executor
+                self._state.executors[slot] = None
+                self._start(self.isolation, slot=slot)
+            return self._state.executors[slot]
 
     def close(self) -> None:
         with self._lock:
@@ -1108,7 +1124,26 @@ class Sandbox:
         probes_request: list[dict],
         start: float,
     ) -> Outcome:
-        executor = self._executor()
+        if self._idle is None:
+            return self._run_in(self._executor(), nb_fd, name, plan, plan_request,
+                                probes_request, start)  # fmt: skip
+        slot = self._idle.get()  # a container of the pool, for this run alone
+        try:
+            return self._run_in(self._executor(slot), nb_fd, name, plan, plan_request,
+                                probes_request, start)  # fmt: skip
+        finally:
+            self._idle.put(slot)
+
+    def _run_in(
+        self,
+        executor: _Executor,
+        nb_fd: int,
+        name: str,
+        plan: Plan,
+        plan_request: dict,
+        probes_request: list[dict],
+        start: float,
+    ) -> Outcome:
         modules = self._on_demand(executor.preloaded, plan, nb_fd)
         if modules:
             try:

@@ -15,10 +15,12 @@ import json
 import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
 
+from autograder import sandbox as sandbox_module
 from autograder.batch import grade_batch
 from autograder.keys import Keys
 from autograder.sandbox import CONTAINER_HOST_UID, Limits, Sandbox
@@ -92,7 +94,7 @@ def test_one_warm_container_grades_every_cheat_and_stays_up(image, tmp_path):
         if i % 4 == 0:
             jobs.append((f"honest-{i}", honest))
     with Sandbox(backend="docker", image=image, limits=limits, jobs=2) as box:
-        engine, name = box.container.engine, box._state.executor.name
+        engine, name = box.container.engine, box._state.executors[0].name
         assert len(_containers(engine, name)) == 1
         results, leftovers = _run_batch(box, jobs, ctx)
         assert len(_containers(engine, name)) == 1  # the same one served them all
@@ -128,56 +130,86 @@ def test_one_warm_container_grades_every_cheat_and_stays_up(image, tmp_path):
     assert "bytes of output dropped" in by["huge_output"].log
 
 
-def test_submissions_in_one_container_cannot_reach_each_other(image, tmp_path):
-    """Two submissions at once in the same container: what one leaves in /tmp or
-    /dev/shm, or serves on the loopback or an abstract socket, the other cannot find."""
-    leave = cheats._write(
-        [
-            "import socket, time\n"
-            "for path in ('/tmp/sg-left', '/dev/shm/sg-left'):\n"
-            "    open(path, 'w').write('answers')\n"
-            "tcp = socket.socket(); tcp.bind(('127.0.0.1', 47011)); tcp.listen()\n"
-            "unix = socket.socket(socket.AF_UNIX); unix.bind('\\0sg-left'); unix.listen()\n"
-            "time.sleep(6)\n"
-            "q1_c = 'left'"
-        ],
-        tmp_path / "leave.ipynb",
-    )
-    look = cheats._write(
-        [
-            "import os, socket, time\n"
-            "time.sleep(2)\n"
-            "seen = [p for p in ('/tmp/sg-left', '/dev/shm/sg-left') if os.path.exists(p)]\n"
-            "for family, where in ((socket.AF_INET, ('127.0.0.1', 47011)),\n"
-            "                      (socket.AF_UNIX, '\\0sg-left')):\n"
-            "    try:\n"
-            "        socket.socket(family).connect(where); seen.append(str(where))\n"
-            "    except OSError:\n"
-            "        pass\n"
-            "others = [p for p in os.listdir('/proc') if p.isdigit() and int(p) > 3]\n"
-            "q1_c = repr((seen, len(others)))"
-        ],
-        tmp_path / "look.ipynb",
-    )
+@pytest.fixture(params=["mapped", "unmapped"])
+def uids(request, monkeypatch):
+    """The two kinds of container: its root mapped to nobody on the host (podman), or the
+    host's root (docker's default, played here by podman without a uid map), where the
+    executor runs in its process mode and each container serves one run at a time."""
+    if request.param == "unmapped":
+        found = sandbox_module.find_engine
+
+        def unmapped(choice="auto"):
+            return replace(found(choice), maps_uids=False)
+
+        monkeypatch.setattr(sandbox_module, "find_engine", unmapped)
+    return request.param
+
+
+LEAVE = (
+    "import os, socket, time\n"
+    "for path in ('/tmp/sg-left', '/dev/shm/sg-left'):\n"
+    "    open(path, 'w').write('answers'); os.chmod(path, 0o644)\n"
+    "tcp = socket.socket(); tcp.bind(('127.0.0.1', 47011)); tcp.listen()\n"
+    "unix = socket.socket(socket.AF_UNIX); unix.bind('\\0sg-left'); unix.listen()\n"
+    "time.sleep(WAIT)\n"
+    "q1_c = 'left'"
+)
+LOOK = (
+    "import os, socket, time\n"
+    "time.sleep(WAIT)\n"
+    "seen = [p for p in ('/tmp/sg-left', '/dev/shm/sg-left') if os.path.exists(p)]\n"
+    "for family, where in ((socket.AF_INET, ('127.0.0.1', 47011)),\n"
+    "                      (socket.AF_UNIX, '\\0sg-left')):\n"
+    "    try:\n"
+    "        socket.socket(family).connect(where); seen.append(str(where))\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "others = [p for p in os.listdir('/proc') if p.isdigit() and int(p) > 3]\n"
+    "q1_c = repr((seen, len(others)))"
+)
+
+
+def _leave_and_look(tmp_path, leave_wait, look_wait):
+    leave = LEAVE.replace("WAIT", str(leave_wait))
+    look = LOOK.replace("WAIT", str(look_wait))
+    return (cheats._write([leave], tmp_path / "leave.ipynb"),
+            cheats._write([look], tmp_path / "look.ipynb"))  # fmt: skip
+
+
+def test_two_submissions_at_once_cannot_reach_each_other(image, uids, tmp_path):
+    """What one leaves in /tmp or /dev/shm, or serves on the loopback or an abstract
+    socket, the other, running at the same time, cannot find."""
+    leave, look = _leave_and_look(tmp_path, 6, 2)
     with Sandbox(backend="docker", image=image, limits=Limits(wall_seconds=60), jobs=2) as box:
         with ThreadPoolExecutor(max_workers=2) as pool:
             left, looked = pool.map(lambda nb: box.run(nb, PLAN), (leave, look))
+        assert len(box._state.executors) == (1 if uids == "mapped" else 2)
     assert left.error is None and left.harvest["answers"]["q1_c"]["value"] == "left", left.log
     assert looked.error is None, looked.log[-2000:]
     seen, others = eval(looked.harvest["answers"]["q1_c"]["value"])  # noqa: S307 - a repr
     assert seen == []  # its own /tmp, /dev/shm, loopback and abstract sockets
-    assert others <= 2  # its own process, and the probe process beside it (its init is 1)
+    if uids == "mapped":  # a PID namespace of its own: its process and the probe process
+        assert others <= 2
+
+
+def test_what_a_submission_leaves_is_gone_before_the_next(image, uids, tmp_path):
+    leave, look = _leave_and_look(tmp_path, 0, 0)
+    with Sandbox(backend="docker", image=image, limits=Limits(wall_seconds=60), jobs=1) as box:
+        left, looked = box.run(leave, PLAN), box.run(look, PLAN)  # in the same container
+    assert left.error is None and left.harvest["answers"]["q1_c"]["value"] == "left", left.log
+    assert looked.error is None, looked.log[-2000:]
+    assert eval(looked.harvest["answers"]["q1_c"]["value"])[0] == []  # noqa: S307 - a repr
 
 
 def test_the_grader_restarts_a_container_that_died(image, tmp_path):
     honest = cheats.honest_notebook(tmp_path / "honest.ipynb")
     with Sandbox(backend="docker", image=image, limits=Limits(wall_seconds=60)) as box:
-        executor = box._state.executor
+        executor = box._state.executors[0]
         subprocess.run([*box.container.engine.command, "kill", executor.name],
                        capture_output=True, check=True)  # fmt: skip
         executor.proc.wait(timeout=60)
         outcome = box.run(honest, PLAN)
-        assert box._state.executor is not executor
+        assert box._state.executors[0] is not executor
     assert outcome.error is None and outcome.harvest["answers"] == HONEST, outcome.log[-2000:]
 
 
@@ -213,7 +245,7 @@ def test_the_container_measures_memory_in_a_cgroup_the_grader_gave_it(image):
 
     version = executor._grader_memory_cgroup()[0] if os.geteuid() == 0 else None
     with Sandbox(backend="docker", image=image, limits=Limits(wall_seconds=60)) as box:
-        folder = box._state.executor.cgroup
+        folder = box._state.executors[0].cgroup
         memory = box.memory
         if version == 1:
             assert memory["cgroup"].startswith("/cgroup/scalegrade-") and memory["version"] == 1

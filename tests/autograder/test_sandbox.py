@@ -483,7 +483,7 @@ def _mounts() -> list[str]:
 def test_close_leaves_no_process_mount_or_folder(tmp_path):
     mounts_before = _mounts()
     box = Sandbox(backend="namespaces", limits=LIMITS)
-    executor = box._state.executor
+    executor = box._state.executors[0]
     base = box._state.base_dir
     outcome = box.run(cheats.honest_notebook(tmp_path / "hw.ipynb"), PLAN)
     assert_honest(outcome)
