@@ -1044,6 +1044,14 @@ class Sandbox:
                     closed,
                 )
 
+    def warm(self, modules: Sequence[str]) -> None:
+        """Have the warm executor import ``modules`` too (what the checks need, once the keys
+        are read), while the caller goes on; an executor started later imports them first."""
+        self.preload = tuple(dict.fromkeys((*self.preload, *modules)))
+        for executor in self._state.executors:
+            if executor is not None:
+                executor.preload(self.preload, wait=False)
+
     @property
     def memory(self) -> dict:
         """How the probe process measures the memory of the student's process here:

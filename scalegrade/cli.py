@@ -722,39 +722,57 @@ def _dask_runner(scheduler: str, sandbox_args: dict):
     return runner
 
 
-def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts) -> None:
+def _grade_keys(assignment: str, keys_dir: Path, opts: dict, starting):
+    """The keys to grade with and the late-work input; on bad input, the sandbox being
+    started (``starting``, a future) is closed before the sentence."""
     from autograder.keys import Keys
-    from autograder.sandbox import Limits, Sandbox, SandboxError
     from contract import KeyFileError
 
     try:
         keys = Keys(keys_dir)
-    except KeyFileError as err:
+        info = keys.release
+        if info.assignment != assignment:
+            raise KeyFileError(f"{keys_dir} holds the keys of {info.assignment}, not {assignment}")
+        return keys, _late_input(info, opts)
+    except (KeyFileError, SystemExit) as err:
+        if starting is not None:
+            try:
+                starting.result().close()
+            except Exception:  # noqa: BLE001 - the keys' sentence is the one to say
+                pass
+        if isinstance(err, SystemExit):
+            raise
         fail(str(err))
-    info = keys.release
-    if info.assignment != assignment:
-        fail(f"{keys_dir} holds the keys of {info.assignment}, not {assignment}")
-    late_input = _late_input(info, opts)
-    hide = [keys_dir.resolve(), out.resolve(), submissions.resolve()]
-    limits = Limits(wall_seconds=opts["timeout"])
+
+
+def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from autograder.sandbox import Limits, Sandbox, SandboxError
+
     sandbox_args = dict(
         backend=opts["backend"],
-        limits=limits,
-        hide=hide,
+        limits=Limits(wall_seconds=opts["timeout"]),
+        hide=[keys_dir.resolve(), out.resolve(), submissions.resolve()],
         image=opts["image"],
         gpus=opts["gpus"],
-        preload=keys.preload,
         engine=opts.get("engine", "auto"),
     )
-    if opts.get("scheduler"):
-        runner = _dask_runner(opts["scheduler"], sandbox_args)
-        opts["jobs"] = opts["jobs"] or runner.threads
-    else:
+    starting = None
+    if not opts.get("scheduler"):  # the executor starts while the keys load...
         opts["jobs"] = opts["jobs"] or 2
-        try:  # its executor imports what the checks need...
-            runner = Sandbox(**sandbox_args, jobs=opts["jobs"])
+        with ThreadPoolExecutor(1) as pool:
+            starting = pool.submit(Sandbox, **sandbox_args, jobs=opts["jobs"])
+            keys, late_input = _grade_keys(assignment, keys_dir, opts, starting)
+        try:
+            runner = starting.result()
         except SandboxError as err:
             fail(str(err))
+        runner.warm(keys.preload)  # ...then imports what the checks need...
+    else:
+        keys, late_input = _grade_keys(assignment, keys_dir, opts, None)
+        runner = _dask_runner(opts["scheduler"], sandbox_args | {"preload": keys.preload})
+        opts["jobs"] = opts["jobs"] or runner.threads
     from rich.progress import Progress  # ...while the grader imports the rest
 
     from autograder.batch import grade_batch

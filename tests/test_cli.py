@@ -148,6 +148,37 @@ def test_generate_releases_and_reports(tmp_path):
     assert run(*args, "--force").exit_code == 0
 
 
+def test_grade_with_keys_it_cannot_use_says_so_and_closes_the_sandbox(tmp_path, monkeypatch):
+    """The sandbox starts while the keys are read; keys of another assignment, or none,
+    are one sentence, and the sandbox already started is closed."""
+    from autograder import sandbox as sandbox_module
+
+    closed = []
+
+    class Recorded(sandbox_module.Sandbox):
+        def close(self):
+            closed.append(self)
+            super().close()
+
+    monkeypatch.setattr(sandbox_module, "Sandbox", Recorded)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("s" * 40)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,name,email\nana,Ana,a@x\n")
+    released = run("generate", "tdlsm/hw1", "--roster", str(roster), "--out",
+                   str(tmp_path / "hw1"), "--secret-file", str(secret))  # fmt: skip
+    assert released.exit_code == 0, released.output
+    (tmp_path / "subs").mkdir()
+    for assignment, keys, says in (
+        ("tdlsm/hw2", tmp_path / "hw1" / "keys", "holds the keys of tdlsm/hw1, not tdlsm/hw2"),
+        ("tdlsm/hw1", tmp_path / "nowhere", "assignment.json: missing; --keys must be"),
+    ):
+        done = run("grade", assignment, str(tmp_path / "subs"), "--keys", str(keys),
+                   "--out", str(tmp_path / "grades"))  # fmt: skip
+        assert done.exit_code == 2 and says in done.output, done.output
+    assert len(closed) == 2
+
+
 def test_unknown_assignment_lists_what_exists():
     result = run("validate", "tdlsm/hw9")
     assert (
