@@ -1103,12 +1103,17 @@ class Sandbox:
             nb_fd = _open_notebook(Path(notebook))
         except OSError as err:
             return failed(f"{notebook}: cannot read the notebook ({err.strerror or err})")
+        slot = self._idle.get() if self._idle is not None else 0  # a pooled container: ours
         try:
-            return self._run(nb_fd, Path(notebook).name, plan, plan_request, probes_request, start)
+            executor = self._executor(slot)
+            name = Path(notebook).name
+            return self._run(executor, nb_fd, name, plan, plan_request, probes_request, start)
         except (SandboxError, OSError) as err:  # the sandbox's trouble, recorded per submission
             return failed(f"the sandbox is unavailable: {err}")
         finally:
             os.close(nb_fd)
+            if self._idle is not None:
+                self._idle.put(slot)
 
     @staticmethod
     def _on_demand(preloaded: set[str], plan: Plan, nb_fd: int) -> list[str]:
@@ -1124,25 +1129,6 @@ class Sandbox:
         return [m for m in dict.fromkeys(wanted) if m not in preloaded]
 
     def _run(
-        self,
-        nb_fd: int,
-        name: str,
-        plan: Plan,
-        plan_request: dict,
-        probes_request: list[dict],
-        start: float,
-    ) -> Outcome:
-        if self._idle is None:
-            return self._run_in(self._executor(), nb_fd, name, plan, plan_request,
-                                probes_request, start)  # fmt: skip
-        slot = self._idle.get()  # a container of the pool, for this run alone
-        try:
-            return self._run_in(self._executor(slot), nb_fd, name, plan, plan_request,
-                                probes_request, start)  # fmt: skip
-        finally:
-            self._idle.put(slot)
-
-    def _run_in(
         self,
         executor: _Executor,
         nb_fd: int,
