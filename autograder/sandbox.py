@@ -803,7 +803,8 @@ class _Executor:
                         f"the grading container ({container.engine.name} run "
                         f"{container.image}) did not start"
                         + (" in time" if proc.returncode is None else "")
-                        + f": {self._log_tail() or 'see ' + str(self.log_path)}"
+                        + f": {self._log_tail() or 'see ' + str(self.log_path)} (the image "
+                        "is never pulled mid-batch: build it with `make image`, or pull it)"
                     )
             conn, _ = listener.accept()
             return proc, conn

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from autograder import sandbox as sandbox_module
 from autograder.batch import grade_batch
 from autograder.keys import Keys
-from autograder.sandbox import CONTAINER_HOST_UID, Limits, Sandbox
+from autograder.sandbox import CONTAINER_HOST_UID, Limits, Sandbox, SandboxError
 from generator import bank
 from generator.release import release
 from generator.roster import parse
@@ -255,3 +255,8 @@ def test_the_container_measures_memory_in_a_cgroup_the_grader_gave_it(image):
                 memory["cgroup"] is None and "no memory cgroup for the container" in memory["why"]
             )
     assert folder is None or not os.path.exists(folder)
+
+
+def test_an_image_the_engine_does_not_have_is_one_sentence(image):
+    with pytest.raises(SandboxError, match=r"scalegrade/none:0\) did not start: .*make image"):
+        Sandbox(backend="docker", image="scalegrade/none:0")
