@@ -311,30 +311,47 @@ class Channel:
         fail = {"op": "fail", "id": cid, "type": type(err).__name__, "message": message}
         self._send({**fail, **(tag or {})})
 
-    def ranks(self, name: str, calls: list, seconds: float | None, gloo: bool = False) -> list:
-        """``name`` once per rank, all at once, each rank a process forked from S: see
-        :meth:`Student.ranks`."""
+    def ranks(self, name: str, rounds: list, seconds: float | None, gloo: bool = False) -> list:
+        """``name`` once per rank and round, the ranks at once, each rank a process forked
+        from S: see :meth:`Student.rounds`."""
         if self.gone:
             raise StudentGone(self.gone)
         self.next_id += 1
         rid = self.next_id
-        self._send({"op": "ranks", "id": rid, "world": len(calls), "gloo": bool(gloo)})
+        self._send({"op": "ranks", "id": rid, "world": len(rounds[0]), "gloo": bool(gloo)})
         until = min(self.deadline, time.monotonic() + (seconds or ANSWER_SECONDS))
         outer, self.phase = self.phase, "ranks"
         try:
-            return self._run_ranks(name, calls, until, seconds)
+            return self._run_ranks(name, rounds, until, seconds)
         finally:
             self.phase = outer
             if not self.gone:
                 self._send({"op": "end", "id": rid})
                 self._end_ranks(rid)
 
-    def _run_ranks(self, name: str, calls: list, until: float, seconds) -> list:
-        world = len(calls)
-        outcomes: list = [None] * world
+    def _call_rank(self, name: str, r: int, args: tuple) -> int:
+        """Send rank ``r`` its call; the call's id."""
+        self.next_id += 1
+        enc = wire.Encoder(self.handle)
+        value = enc.value(list(args))
+        header = {"op": "call", "id": self.next_id, "function": name, "rank": r}
+        self._send({**header, "args": value, "kwargs": {"$dict": {}}}, enc.payload)
+        return self.next_id
+
+    def _run_ranks(self, name: str, rounds: list, until: float, seconds) -> list:
+        world, count = len(rounds[0]), len(rounds)
+        outcomes: list = [[None] * world for _ in rounds]
         state = ["starting"] * world  # then "running", "done"
+        round_of = [0] * world  # the round each rank's call in flight belongs to
         call_of: dict[int, int] = {}  # rank -> the id of its call
         waiting: dict[int, tuple] = {}  # rank -> (callback id, Later)
+
+        def end(r: int, outcome) -> None:  # the rank's call, and every round after it
+            for k in range(round_of[r], count):
+                outcomes[k][r] = outcome
+            state[r] = "done"
+            waiting.pop(r, None)
+
         while "starting" in state or "running" in state:
             moved = True
             while moved:  # answer what the other ranks' calls have made ready
@@ -356,26 +373,19 @@ class Channel:
             except wire.Late:
                 for r in range(world):
                     if state[r] != "done":
-                        outcomes[r] = TimeoutError(
-                            f"rank {r} did not answer within {seconds or ANSWER_SECONDS:g} s"
-                        )
+                        late = f"rank {r} did not answer within {seconds or ANSWER_SECONDS:g} s"
+                        end(r, TimeoutError(late))
                 break
             except wire.WireError as err:
                 self._lost(f"the notebook's process broke off the ranks: {err}")
             r, op = msg.get("rank"), msg.get("op")
             if type(r) is not int or not 0 <= r < world or state[r] == "done":
-                continue  # a rank past its call, or no rank at all
+                continue  # a rank past its calls, or no rank at all
             tag = {"rank": r}
             if op == "ready" and state[r] == "starting" and msg.get("error") is not None:
-                outcomes[r] = NotStarted(str(msg["error"])[:MAX_ERROR_CHARS])
-                state[r] = "done"
+                end(r, NotStarted(str(msg["error"])[:MAX_ERROR_CHARS]))
             elif op == "ready" and state[r] == "starting":
-                self.next_id += 1
-                call_of[r] = self.next_id
-                enc = wire.Encoder(self.handle)
-                args = enc.value(list(calls[r]))
-                header = {"op": "call", "id": self.next_id, "function": name, **tag}
-                self._send({**header, "args": args, "kwargs": {"$dict": {}}}, enc.payload)
+                call_of[r] = self._call_rank(name, r, rounds[0][r])
                 state[r] = "running"
             elif op == "callback":
                 later = self._callback(msg, payload, tag)
@@ -384,19 +394,24 @@ class Channel:
             elif op in ("forward", "vjp"):
                 self._lent_call(op, msg, payload, tag)
             elif op in ("result", "raised") and msg.get("id") == call_of.get(r):
+                k = round_of[r]
                 try:
                     if op == "result":
-                        outcomes[r] = wire.decode(msg.get("value"), payload)
+                        outcomes[k][r] = wire.decode(msg.get("value"), payload)
                     else:
-                        outcomes[r] = raised(msg.get("type"), str(msg.get("message", ""))[:2000])
+                        outcomes[k][r] = raised(msg.get("type"), str(msg.get("message", ""))[:2000])
                 except wire.WireError as err:
-                    outcomes[r] = TypeError(f"rank {r} returned something that is not data: {err}")
-                state[r] = "done"
+                    outcomes[k][r] = TypeError(
+                        f"rank {r} returned something that is not data: {err}"
+                    )
                 waiting.pop(r, None)
+                if k + 1 < count:  # the same process, its next round
+                    round_of[r] = k + 1
+                    call_of[r] = self._call_rank(name, r, rounds[k + 1][r])
+                else:
+                    state[r] = "done"
             elif op == "gone":
-                outcomes[r] = RuntimeError(f"rank {r}'s process ended during the call")
-                state[r] = "done"
-                waiting.pop(r, None)
+                end(r, RuntimeError(f"rank {r}'s process ended during the call"))
         return outcomes
 
     def _later(self, cid, later: Later, rank: int) -> None:
@@ -500,9 +515,20 @@ class Student:
         ``gloo``: the ranks first join a torch.distributed gloo group of their own, and
         :meth:`gloo_ring` stands for a comm over it; a rank whose group does not form
         answers :class:`NotStarted` (the machine's failure, not the student's)."""
-        self._channel.calls += len(calls)
-        calls = [tuple(c) for c in calls]
-        return self._channel.ranks(self.__name__, calls, seconds, gloo)
+        return self.rounds([calls], seconds, gloo)[0]
+
+    def rounds(self, rounds: list, seconds: float | None = None, gloo: bool = False) -> list:
+        """Several calls per rank, as :meth:`ranks` makes one: ``rounds[k][r]`` is rank r's
+        argument tuple in round k, and each rank makes its calls in order, in one process
+        (a rank starts round k + 1 once its round-k call has returned, whatever the other
+        ranks do).  For properties that need no fresh process per call: one fork per rank
+        instead of one per call.  Returns ``out[k][r]``; a rank whose process ended, timed
+        out or never started answers that for every round left."""
+        rounds = [[tuple(c) for c in calls] for calls in rounds]
+        if not rounds or len({len(calls) for calls in rounds}) != 1:
+            raise ValueError("every round needs one call per rank, for the same ranks")
+        self._channel.calls += sum(len(calls) for calls in rounds)
+        return self._channel.ranks(self.__name__, rounds, seconds, gloo)
 
     @staticmethod
     def gloo_ring() -> GlooRing:

@@ -275,3 +275,49 @@ def test_deep_nesting_and_unknown_objects_are_refused():
     with pytest.raises(wire.WireError, match="plain data"):
         wire.Encoder().value(object())
     assert json.loads(json.dumps(_node([1, 2])[0]))  # the header is JSON
+
+
+ROUNDS_PROBE = """
+ISOLATED = True
+
+
+def probe(student, seed, params):
+    rounds = [[(r, 0) for r in range(3)], [(r, 1) for r in range(3)]]
+    out = student.rounds(rounds, seconds=15)
+    return [[o if isinstance(o, list) else f"{type(o).__name__}: {o}" for o in k] for k in out]
+"""
+ROUNDS_CELL = """
+import os
+calls = []
+def who(rank, round_):
+    calls.append(round_)
+    if rank == 1 and round_ == 0:
+        raise ValueError("not in the first round")
+    if rank == 2 and round_ == 0:
+        os._exit(3)
+    return [os.getpid(), list(calls)]
+q1_found = "nothing"
+"""
+
+
+@needs_root
+def test_rounds_call_each_rank_again_in_the_same_process(sandbox, tmp_path):
+    """Student.rounds: one fork per rank for several calls, made in order; a call that
+    raised costs that round only, a process that ended every round left."""
+    the_plan = Plan(("q1_found",), (Probe("q3-who", "who", ROUNDS_PROBE, SEED, {}, True),))
+    harvest = _run(sandbox, tmp_path, ROUNDS_CELL, the_plan=the_plan)
+    first, second = harvest["probes"]["q3-who"]["result"]
+    assert first[0][1] == [0] and second[0] == [first[0][0], [0, 1]]  # one process, in order
+    assert first[1] == "ValueError: not in the first round"
+    assert second[1][1] == [0, 1]  # the same process goes on after raising
+    assert first[2].startswith("RuntimeError: rank 2's process ended") and second[2] == first[2]
+    assert first[0][0] != os.getpid() and len({first[0][0], second[1][0]}) == 2
+
+
+def test_rounds_need_the_same_ranks_in_every_round():
+    from autograder import prober
+
+    with pytest.raises(ValueError, match="one call per rank, for the same ranks"):
+        prober.Student(None, "who").rounds([[(0,), (1,)], [(0,)]])
+    with pytest.raises(ValueError, match="one call per rank"):
+        prober.Student(None, "who").rounds([])

@@ -110,38 +110,46 @@ def _all_reduce(student, t: int, messages: list[list]):
     return all_reduce_for
 
 
-def _simulate(student, case: dict, poison: bool) -> list[dict]:
-    """Run the t ranks, each a process of the student's; per rank: error, result and the
-    messages it sent."""
+def _simulate(student, case: dict) -> tuple[list[dict], list[dict]]:
+    """Run the t ranks, each a process of the student's, twice in the same processes:
+    poisoned, then clean.  Poisoned first, so that no rank can have kept the other ranks'
+    clean blocks from a clean run (the ranks share the student's files).  Per round and
+    rank: error, result and the messages it sent."""
     import torch
 
     t = case["t"]
-    messages: list[list] = [[] for _ in range(t)]
-    all_reduce_for = _all_reduce(student, t, messages)
-    calls = []
-    for rank in range(t):
-        w1, w2 = poisoned(case, rank) if poison else (case["w1"], case["w2"])
-        args = [torch.tensor(a, dtype=torch.float64) for a in (case["x"], w1, w2)]
-        calls.append((*args, rank, t, all_reduce_for(rank)))
-    ranks = []
-    for rank, out in enumerate(student.ranks(calls, seconds=WAIT_S)):
-        rec: dict = {"error": None, "messages": messages[rank]}
-        if isinstance(out, BaseException):
-            rec["error"] = f"{type(out).__name__}: {out}"[:300]
-        else:
-            rec["result"] = _record(out)
-        ranks.append(rec)
-    return ranks
+    rounds, logs = [], []
+    for poison in (True, False):
+        messages: list[list] = [[] for _ in range(t)]
+        all_reduce_for = _all_reduce(student, t, messages)  # each round its own all-reduce
+        calls = []
+        for rank in range(t):
+            w1, w2 = poisoned(case, rank) if poison else (case["w1"], case["w2"])
+            args = [torch.tensor(a, dtype=torch.float64) for a in (case["x"], w1, w2)]
+            calls.append((*args, rank, t, all_reduce_for(rank)))
+        rounds.append(calls)
+        logs.append(messages)
+    runs = []
+    for outs, messages in zip(student.rounds(rounds, seconds=WAIT_S), logs, strict=True):
+        ranks = []
+        for rank, out in enumerate(outs):
+            rec: dict = {"error": None, "messages": messages[rank]}
+            if isinstance(out, BaseException):
+                rec["error"] = f"{type(out).__name__}: {out}"[:300]
+            else:
+                rec["result"] = _record(out)
+            ranks.append(rec)
+        runs.append(ranks)
+    return runs[0], runs[1]
 
 
 def probe(student, seed: int, params: dict) -> dict:
-    """Run ``tp_mlp_forward`` on t ranks for each degree, poisoned then clean: poisoned
-    first, so that no rank can have kept the other ranks' clean blocks from a clean run
-    (the ranks share the student's files)."""
+    """Run ``tp_mlp_forward`` on t ranks for each degree, poisoned then clean (one process
+    per rank for both: :func:`_simulate`)."""
     runs = []
     for c in cases(seed):
-        nan = _simulate(student, c, True)
-        runs.append({"t": c["t"], "clean": _simulate(student, c, False), "nan": nan})
+        nan, clean = _simulate(student, c)
+        runs.append({"t": c["t"], "clean": clean, "nan": nan})
     return {"runs": runs}
 
 
