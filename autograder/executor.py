@@ -675,11 +675,13 @@ def _fds_onto(mapping: dict[int, int]) -> None:
     os.closerange(max(mapping) + 1, 1 << 20)
 
 
-def _drop(req: dict, limits: dict, uid: int | None) -> None:
-    """rlimits, then ``uid`` (when root), then no new privileges and a private umask."""
+def _drop(req: dict, limits: dict, uid: int | None, address_space: bool = True) -> None:
+    """rlimits, then ``uid`` (when root), then no new privileges and a private umask.
+    ``address_space`` False: no RLIMIT_AS (the job's memory cgroup bounds its memory)."""
     cpu = int(limits["cpu_seconds"])
+    memory = limits["memory_bytes"] if address_space else resource.RLIM_INFINITY
     for name, soft, hard in (
-        ("RLIMIT_AS", limits["memory_bytes"], limits["memory_bytes"]),
+        ("RLIMIT_AS", memory, memory),
         ("RLIMIT_FSIZE", limits["file_bytes"], limits["file_bytes"]),
         ("RLIMIT_NOFILE", limits["open_files"], limits["open_files"]),
         ("RLIMIT_NPROC", limits["processes"], limits["processes"]),
@@ -689,6 +691,8 @@ def _drop(req: dict, limits: dict, uid: int | None) -> None:
         which = getattr(resource, name)
         _, current = resource.getrlimit(which)
         if current != resource.RLIM_INFINITY:  # never above what we may (as non-root)
+            if soft == resource.RLIM_INFINITY:
+                soft = hard = current
             soft, hard = min(soft, current), min(hard, current)
         resource.setrlimit(which, (int(soft), int(hard)))
     if uid is not None:
@@ -719,7 +723,9 @@ def _student_body(
         {0: devnull, 1: out_w, 2: out_w, STUDENT_FD_RESULT: res_w, STUDENT_FD_CHANNEL: channel}
     )
     limits = req["limits"]
-    _drop(req, limits, req["uid"])
+    # RLIMIT_AS unless asked to leave memory to the job's cgroup, where it has one
+    address_space = limits.get("address_space", True) or memory.path is None
+    _drop(req, limits, req["uid"], address_space)
     os.environ.clear()
     os.environ.update(_student_env(home, tmp))
     os.chdir(workdir)

@@ -176,6 +176,9 @@ class Limits:
     # RLIMIT_AS (torch import needs a few GB of address space), and the limit of the job's
     # memory cgroup where there is one
     memory_bytes: int = 6 * 2**30
+    # False: no RLIMIT_AS where the job has a memory cgroup, which then bounds it alone (a
+    # GPU run: CUDA reserves far more address space than it uses); a job without one keeps it
+    address_space: bool = True
     processes: int = 256  # RLIMIT_NPROC (threads count); student code runs as a non-root uid
     file_bytes: int = 64 * 2**20  # RLIMIT_FSIZE
     open_files: int = 256

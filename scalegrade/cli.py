@@ -659,7 +659,7 @@ def _late_input(release, opts: dict) -> dict[str, Any]:
 def _grade_nbgrader(course: Path, name: str, **opts: Any) -> None:
     from autograder.gradebook import GradebookError
     from autograder.nbgrader_gradebook import CourseLayout, grade_course
-    from autograder.sandbox import Limits, Sandbox
+    from autograder.sandbox import Sandbox
     from contract import KeyFileError, read_release
 
     lay = CourseLayout(course.resolve(), name)
@@ -669,7 +669,7 @@ def _grade_nbgrader(course: Path, name: str, **opts: Any) -> None:
         fail(f"{err} (`scalegrade generate ... --out {lay.root}` writes the keys)")
     sandbox = Sandbox(
         backend=opts["backend"],
-        limits=Limits(wall_seconds=opts["timeout"]),
+        limits=_limits(opts),
         hide=[lay.course],
         image=opts["image"],
         gpus=opts["gpus"],
@@ -722,6 +722,14 @@ def _dask_runner(scheduler: str, sandbox_args: dict):
     return runner
 
 
+def _limits(opts: dict):
+    """The sandbox's limits of a grade command: its timeout; with --gpus, memory bounded by
+    each job's cgroup, not by RLIMIT_AS (CUDA reserves far more address space than it uses)."""
+    from autograder.sandbox import Limits
+
+    return Limits(wall_seconds=opts["timeout"], address_space=not opts["gpus"])
+
+
 def _grade_keys(assignment: str, keys_dir: Path, opts: dict, starting):
     """The keys to grade with and the late-work input; on bad input, the sandbox being
     started (``starting``, a future) is closed before the sentence."""
@@ -748,11 +756,11 @@ def _grade_keys(assignment: str, keys_dir: Path, opts: dict, starting):
 def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from autograder.sandbox import Limits, Sandbox, SandboxError
+    from autograder.sandbox import Sandbox, SandboxError
 
     sandbox_args = dict(
         backend=opts["backend"],
-        limits=Limits(wall_seconds=opts["timeout"]),
+        limits=_limits(opts),
         hide=[keys_dir.resolve(), out.resolve(), submissions.resolve()],
         image=opts["image"],
         gpus=opts["gpus"],

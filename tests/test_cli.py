@@ -263,3 +263,11 @@ def test_the_semester_commands_name_the_gradebook_they_need(command, tmp_path):
     url = f"sqlite:///{tmp_path / 'empty.sqlite'}"
     result = CliRunner().invoke(main, [*command, "--db", url])
     assert result.exit_code == 2 and "knows no assignment 'tdlsm/hw1'" in result.output
+
+
+def test_grade_with_gpus_leaves_memory_to_each_jobs_cgroup():
+    from scalegrade.cli import _limits
+
+    assert _limits({"timeout": 30, "gpus": None}).address_space is True
+    gpu = _limits({"timeout": 30, "gpus": "all"})
+    assert gpu.address_space is False and gpu.wall_seconds == 30

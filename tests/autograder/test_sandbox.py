@@ -4,6 +4,7 @@ notebooks whose outcomes must not change.  Short limits keep the file fast."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -670,3 +671,25 @@ def test_heavy_imports_are_preloaded_for_the_plan_and_for_code_that_uses_them(tm
     probe = Probe("q1-f", "f", "def probe(s, seed, p):\n    return 1\n", 1, {}, True, ("torch",))
     assert wanted(["x = 1"], probes=(probe,)) == ["torch"]  # the plan's checks need it
     assert wanted(["x = 1"], {"torch"}, probes=(probe,)) == []
+
+
+@needs_namespaces
+def test_without_the_address_space_limit_the_jobs_cgroup_bounds_memory(tmp_path):
+    """``Limits(address_space=False)`` (what `grade --gpus` asks, since CUDA reserves far
+    more address space than it uses): no RLIMIT_AS where the job has a memory cgroup, which
+    then stops a memory bomb by itself, killing the process instead of raising."""
+    limits = Limits(wall_seconds=30, cpu_seconds=30, memory_bytes=512 << 20)
+    look_cell = "import resource\nq1_c = str(resource.getrlimit(resource.RLIMIT_AS))"
+    look = notebook(tmp_path / "look.ipynb", look_cell)
+    bomb = notebook(tmp_path / "bomb.ipynb", "x = bytearray(3 << 29)\nq1_c = 'survived'")
+    seen = {}
+    for address_space in (True, False):
+        with Sandbox(limits=dataclasses.replace(limits, address_space=address_space)) as box:
+            if not box.memory.get("cgroup"):
+                pytest.skip(f"no memory cgroup here: {box.memory.get('why')}")
+            seen[address_space] = box.run(look, PLAN), box.run(bomb, PLAN)
+    (limited, bombed), (unlimited, killed) = seen[True], seen[False]
+    assert limited.harvest["answers"]["q1_c"]["value"] == str((512 << 20, 512 << 20))
+    assert bombed.harvest["cells"][0]["error"].startswith("MemoryError")  # the rlimit
+    assert unlimited.harvest["answers"]["q1_c"]["value"] == "(-1, -1)"
+    assert killed.harvest is None and killed.error == "killed by signal 9 (memory?)"  # cgroup
