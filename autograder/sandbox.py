@@ -113,7 +113,7 @@ def find_engine(choice: str = "auto") -> Engine:
     if choice not in ENGINES:
         raise SandboxError(f"unknown container engine {choice!r} (one of {', '.join(ENGINES)})")
     podman = Engine("podman", tuple(shlex.split(os.environ.get(PODMAN_ARGS_ENV, ""))), True)
-    docker = _docker_info()
+    docker = None if choice == "podman" else _docker_info()
     if choice == "podman" or (choice == "auto" and docker is None):
         if shutil.which("podman") is None:
             raise SandboxError(
