@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from autograder.checktools import chi2_sf
 from autograder.item_analysis import table
 
 FAMILY_ALPHA = 0.05
@@ -90,40 +91,6 @@ class Fairness:
         )
 
 
-def _chi2_sf(x: float, df: int) -> float:
-    """P(chi-square with df degrees of freedom > x): the regularized upper incomplete gamma
-    Q(df/2, x/2), by its series below a + 1 and its continued fraction above (Numerical
-    Recipes, gammp/gammq)."""
-    a, x = df / 2.0, x / 2.0
-    if x <= 0:
-        return 1.0
-    ln = -x + a * math.log(x) - math.lgamma(a)
-    if x < a + 1:
-        term = total = 1.0 / a
-        n = a
-        for _ in range(1000):
-            n += 1
-            term *= x / n
-            total += term
-            if abs(term) < abs(total) * 1e-15:
-                break
-        return max(0.0, 1.0 - total * math.exp(ln))
-    b, c, d = x + 1 - a, 1e300, 1 / (x + 1 - a)
-    h = d
-    for i in range(1, 1000):
-        an = -i * (i - a)
-        b += 2
-        d = an * d + b
-        d = 1e-300 if abs(d) < 1e-300 else d
-        c = b + an / c
-        c = 1e-300 if abs(c) < 1e-300 else c
-        d = 1 / d
-        h *= d * c
-        if abs(d * c - 1) < 1e-15:
-            break
-    return min(1.0, math.exp(ln) * h)
-
-
 def _design(values: list[Any]) -> tuple[np.ndarray, str, list[Any]] | None:
     """The parameter's columns: one (linear or log) for numbers, one per level but the
     first for a choice; None for a parameter that does not vary."""
@@ -167,7 +134,7 @@ def _fit(y: np.ndarray, design: np.ndarray, k: int) -> tuple[np.ndarray, float]:
         return beta, 1.0
     if not math.isfinite(stat):
         return beta, 1.0
-    return beta, (math.erfc(math.sqrt(stat / 2)) if k == 1 else _chi2_sf(stat, k))
+    return beta, (math.erfc(math.sqrt(stat / 2)) if k == 1 else chi2_sf(stat, k))
 
 
 def holm(p: list[float], alpha: float = FAMILY_ALPHA) -> list[bool]:

@@ -22,6 +22,17 @@ def fail(message: str) -> None:
     sys.exit(2)
 
 
+def _released_option(what: str = ""):
+    """``--out``: a folder `scalegrade generate` released (``what``: what the command does
+    to it)."""
+    return click.option(
+        "--out",
+        required=True,
+        type=click.Path(path_type=Path, exists=True, file_okay=False),
+        help="The folder `scalegrade generate --out` wrote" + (f": {what}." if what else "."),
+    )
+
+
 bank_option = click.option(
     "--bank",
     "bank_dir",
@@ -963,12 +974,7 @@ def late(
 @main.command()
 @click.argument("assignment")
 @bank_option
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(path_type=Path, exists=True, file_okay=False),
-    help="The folder `scalegrade generate --out` wrote: its keys are replaced.",
-)
+@_released_option("its keys are replaced")
 @click.option(
     "--secret-file",
     type=click.Path(path_type=Path, exists=True, dir_okay=False),
@@ -1045,12 +1051,7 @@ def rekey(
 @click.argument("assignment")
 @click.argument("student")
 @bank_option
-@click.option(
-    "--out",
-    required=True,
-    type=click.Path(path_type=Path, exists=True, file_okay=False),
-    help="The folder `scalegrade generate --out` wrote.",
-)
+@_released_option()
 @click.option("--question", help="Only this question (its folder, e.g. budgets/model-budget).")
 @click.option("--by", required=True, help="Who reseeds (recorded in the seed ledger).")
 @click.option("--why", required=True, help="Why (recorded in the seed ledger).")

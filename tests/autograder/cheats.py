@@ -250,6 +250,17 @@ def cheating_notebook(
     return out
 
 
+def corpus(honest: Path, folder: Path, ctx: Context, honest_every: int) -> list[tuple[str, Path]]:
+    """Every cheat as (name, notebook), with the honest notebook among them after every
+    ``honest_every``-th: a batch a sandbox must grade without one run touching another."""
+    jobs = []
+    for i, name in enumerate(CHEATS):
+        jobs.append((name, cheating_notebook(honest, name, folder / f"{name}.ipynb", ctx)))
+        if i % honest_every == 0:
+            jobs.append((f"honest-{i}", honest))
+    return jobs
+
+
 if __name__ == "__main__":
     folder = Path(sys.argv[1] if len(sys.argv) > 1 else "cheats")
     honest = honest_notebook(folder / "honest.ipynb")

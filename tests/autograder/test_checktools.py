@@ -16,6 +16,11 @@ def test_chi_square_tail_matches_the_tables():
     assert chi2_sf(11.070, 5) == pytest.approx(0.05, rel=1e-3)
     assert chi2_sf(20.515, 5) == pytest.approx(0.001, rel=1e-3)
     assert chi2_sf(2.0, 2) == pytest.approx(math.exp(-1.0), rel=1e-12)  # χ²₂ is exponential
+    # the 95th percentiles with 1, 2, 3 and 10 degrees of freedom, to six digits (the
+    # fairness tests' Wald statistics use these), and the tails' ends
+    for x, dof in ((3.841459, 1), (5.991465, 2), (7.814728, 3), (18.307038, 10)):
+        assert chi2_sf(x, dof) == pytest.approx(0.05, abs=1e-6)
+    assert chi2_sf(0.0, 2) == 1.0 and chi2_sf(100.0, 2) == pytest.approx(math.exp(-50))
 
 
 def test_chi_square_pools_cells_expecting_fewer_than_five():

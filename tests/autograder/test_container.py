@@ -88,11 +88,7 @@ def test_one_warm_container_grades_every_cheat_and_stays_up(image, tmp_path):
     limits = Limits(wall_seconds=20, cpu_seconds=6, memory_bytes=1 << 30, processes=48)
     ctx = cheats.Context(port=9, keys_dir=str(tmp_path / "keys"), token=f"sg-{os.getpid()}")
     honest = cheats.honest_notebook(tmp_path / "honest.ipynb")
-    jobs = []
-    for i, name in enumerate(cheats.CHEATS):
-        jobs.append((name, cheats.cheating_notebook(honest, name, tmp_path / f"{name}.ipynb", ctx)))
-        if i % 4 == 0:
-            jobs.append((f"honest-{i}", honest))
+    jobs = cheats.corpus(honest, tmp_path, ctx, honest_every=4)
     with Sandbox(backend="docker", image=image, limits=limits, jobs=2) as box:
         engine, name = box.container.engine, box._state.executors[0].name
         assert len(_containers(engine, name)) == 1

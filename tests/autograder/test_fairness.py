@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from autograder.fairness import FAMILY_ALPHA, _chi2_sf, attribute, holm
+from autograder.fairness import FAMILY_ALPHA, attribute, holm
 
 WORKERS = [2, 4, 8, 16, 32, 64]
 WIDTHS = [1024, 2048, 4096, 8192]
@@ -90,12 +90,8 @@ def test_fair_questions_are_flagged_no_more_often_than_the_false_alarm_rate():
     assert FAMILY_ALPHA == 0.05
 
 
-def test_holm_and_the_chi_square_tail_by_hand():
+def test_holm_by_hand():
     # Holm at 5 %: sorted 0.01 <= 0.05/3, 0.02 <= 0.05/2, 0.04 <= 0.05/1: all rejected;
     # with 0.03 second it stops at 0.03 > 0.025
     assert holm([0.04, 0.01, 0.02]) == [True, True, True]
     assert holm([0.01, 0.03, 0.04]) == [True, False, False]
-    # the 95th percentiles of chi-square with 1, 2, 3 and 10 degrees of freedom
-    for x, df in ((3.841459, 1), (5.991465, 2), (7.814728, 3), (18.307038, 10)):
-        assert _chi2_sf(x, df) == pytest.approx(0.05, abs=1e-6)
-    assert _chi2_sf(0.0, 2) == 1.0 and _chi2_sf(100.0, 2) == pytest.approx(math.exp(-50))

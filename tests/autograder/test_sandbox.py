@@ -319,11 +319,7 @@ def _run_batch(sandbox, jobs, ctx):
 def test_cheats_meet_the_isolation_and_honest_outcomes_are_unaffected(sandbox, course, tmp_path):
     ctx, listener = course
     honest = cheats.honest_notebook(tmp_path / "honest.ipynb")
-    jobs = []
-    for i, name in enumerate(cheats.CHEATS):
-        jobs.append((name, cheats.cheating_notebook(honest, name, tmp_path / f"{name}.ipynb", ctx)))
-        if i % 3 == 0:
-            jobs.append((f"honest-{i}", honest))
+    jobs = cheats.corpus(honest, tmp_path, ctx, honest_every=3)
     start = time.monotonic()
     results, leftovers = _run_batch(sandbox, jobs, ctx)
     elapsed = time.monotonic() - start
