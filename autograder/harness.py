@@ -725,10 +725,12 @@ class _Server:
         finally:
             for sock in socks:
                 sock.close()
-            if store is not None and store.startswith("file://"):
+            if _type(store) is _str:
                 import shutil
 
                 shutil.rmtree(os.path.dirname(store[len("file://") :]), ignore_errors=True)
+            elif store is not None:
+                store.close()
             for pid in pids:  # every rank killed first: their teardowns run side by side
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -964,8 +966,10 @@ def _lent_types():
 GLOO_OP_SECONDS = 10  # one gloo operation: a rank that waits for a message never sent
 
 
-def _gloo_store() -> str:
-    """tcp://127.0.0.1 when loopback connects, else a file store in the working directory.
+def _gloo_store():
+    """Where the ranks meet: a listening socket on 127.0.0.1 when loopback connects (rank 0
+    serves a TCPStore on it, and the others connect at once: the kernel queues them before
+    rank 0 accepts, so none waits in a retry), else a file store in the working directory.
 
     (A network namespace whose ``lo`` is down binds 127.0.0.1 but cannot connect; then
     gloo cannot run at all, and the file store makes it fail at once instead of timing out.)
@@ -973,20 +977,21 @@ def _gloo_store() -> str:
     import socket
     import tempfile
 
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
-            server.bind(("127.0.0.1", 0))
-            server.listen(1)
-            port = server.getsockname()[1]
-            with socket.create_connection(("127.0.0.1", port), timeout=1.0):
-                pass
-        return f"tcp://127.0.0.1:{port}"
+        server.bind(("127.0.0.1", 0))
+        server.listen(MAX_RANKS + 1)
+        with socket.create_connection(server.getsockname(), timeout=1.0):
+            pass
+        server.accept()[0].close()
+        return server
     except OSError:
+        server.close()
         folder = tempfile.mkdtemp(prefix="gloo-", dir=os.getcwd())
         return f"file://{os.path.join(folder, 'store')}"
 
 
-def _join_gloo(fd: int, store: str, rank: int, world: int) -> bool:
+def _join_gloo(fd: int, store, rank: int, world: int) -> bool:
     """In a rank's process: join the gloo group; on failure tell P (its ``ready`` says why)."""
     from datetime import timedelta
 
@@ -997,9 +1002,18 @@ def _join_gloo(fd: int, store: str, rank: int, world: int) -> bool:
         torch.set_num_threads(1)
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         timeout = timedelta(seconds=GLOO_OP_SECONDS)
-        dist.init_process_group(
-            "gloo", init_method=store, rank=rank, world_size=world, timeout=timeout
-        )
+        if _type(store) is _str:
+            dist.init_process_group(
+                "gloo", init_method=store, rank=rank, world_size=world, timeout=timeout
+            )
+        else:
+            host, port = store.getsockname()
+            listening = store.fileno() if rank == 0 else None
+            tcp = dist.TCPStore(host, port, world, rank == 0, timeout, wait_for_workers=False,
+                                master_listen_fd=listening)  # fmt: skip
+            if rank:
+                store.close()
+            dist.init_process_group("gloo", store=tcp, rank=rank, world_size=world, timeout=timeout)
     except BaseException as err:  # noqa: BLE001 - the grading machine's, not the student's
         wire.send(fd, {"op": "ready", "error": _error_text(err)[:MAX_ERROR_CHARS]})
         return False
