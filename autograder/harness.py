@@ -659,16 +659,17 @@ class _Server:
 
     def _ranks(self, rid, world, gloo: bool) -> None:
         """Fork ``world`` rank processes, each a server of its own on the same namespace,
-        and carry frames between P and them, tagged with the rank, until P ends the run.
-        Each rank gets its arguments from P only after the fork: it never holds another's.
-        ``gloo``: the ranks first join a torch.distributed group (gloo) of their own."""
-        import select
+        hand P its end of each rank's socket, and wait for P to end the run: P and the
+        ranks talk directly.  Each rank gets its arguments from P only after the fork: it
+        never holds another's.  ``gloo``: the ranks first join a torch.distributed group
+        (gloo) of their own."""
         import signal
         import socket
 
         if _type(world) is not _int or not 1 <= world <= MAX_RANKS:
             raise ValueError(f"between 1 and {MAX_RANKS} ranks")
-        socks, pids = [], []
+        _reap()
+        ends, pids, handed = [], [], False  # ends: P's end of each rank's socket
         store = _gloo_store() if gloo else None
         try:
             for r in range(world):
@@ -681,7 +682,7 @@ class _Server:
                     code = 0
                     try:
                         mine.close()
-                        for other in socks:
+                        for other in ends:
                             other.close()
                         os.close(self.fd)
                         server = _Server(theirs.fileno(), self.ns)
@@ -695,53 +696,36 @@ class _Server:
                         _flush()
                         _exit(code)
                 theirs.close()
-                socks.append(mine)
+                ends.append(mine)
                 pids.append(pid)
-            rank_of = {sock.fileno(): r for r, sock in enumerate(socks)}
-            live = set(rank_of)
-            while True:
-                ready, _, _ = select.select([self.fd, *live], [], [])
-                for fd in ready:
-                    if fd == self.fd:
-                        msg, payload = wire.recv(self.fd)
-                        if msg.get("op") == "end" and msg.get("id") == rid:
-                            return
-                        r = msg.get("rank")
-                        if _type(r) is _int and 0 <= r < world and socks[r].fileno() in live:
-                            try:
-                                wire.send(socks[r].fileno(), msg, payload)
-                            except wire.WireError:
-                                pass  # the rank is gone: P hears it from its socket
-                        continue
-                    r = rank_of[fd]
-                    try:
-                        msg, payload = wire.recv(fd)
-                    except wire.WireError:
-                        live.discard(fd)
-                        wire.send(self.fd, {"op": "gone", "rank": r})
-                        continue
-                    msg["rank"] = r
-                    wire.send(self.fd, msg, payload)
+            wire.send_fds(self.fd, {"op": "ranks", "id": rid}, [e.fileno() for e in ends])
+            handed = True
+            for end in ends:
+                end.close()
+            while True:  # P talks to the ranks; nothing for S until P ends the run
+                msg, _ = wire.recv(self.fd)
+                if msg.get("op") == "end" and msg.get("id") == rid:
+                    return
         finally:
-            for sock in socks:
-                sock.close()
+            for pid in pids:  # killed before their sockets close, which would wake them
+                try:  # and torn down at idle priority: the next probe goes first
+                    os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            # Killed, so no more of their code runs; they are reaped later (_reap): P goes
+            # on while the kernel tears their address spaces down.
+            _dying.extend(pids)
+            for end in ends:
+                end.close()
             if _type(store) is _str:
                 import shutil
 
                 shutil.rmtree(os.path.dirname(store[len("file://") :]), ignore_errors=True)
             elif store is not None:
                 store.close()
-            for pid in pids:  # every rank killed first: their teardowns run side by side
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            for pid in pids:
-                try:
-                    os.waitpid(pid, 0)
-                except OSError:
-                    pass
-            self._reply(rid, None)
+            if handed:
+                self._reply(rid, None)
 
     def _reply_kept(self, rid, value) -> None:
         """Keep ``value`` here; answer its handle, its copy when it is data, its type."""
@@ -1022,8 +1006,11 @@ def _join_gloo(fd: int, store, rank: int, world: int) -> bool:
 
 class _GlooRing:
     """A rank's ``comm`` over the gloo group: ``send_recv(chunk)`` sends to rank + 1 and
-    returns what rank − 1 sent in its call of the same number (the size first, then the
-    values, as isend/irecv pairs)."""
+    returns what rank − 1 sent in its call of the same number.  One isend/irecv pair per
+    call: a frame of the size and the first FRAME values (a ring's chunks fit); a longer
+    chunk sends the rest in a second message, whose size the frame told."""
+
+    FRAME = 256
 
     def __init__(self, rank: int, world: int):
         self._next, self._prev = (rank + 1) % world, (rank - 1) % world
@@ -1037,22 +1024,27 @@ class _GlooRing:
         tag = 2 * self._calls
         self._calls += 1
         out = torch.from_numpy(np.array(chunk, dtype=np.float64).reshape(-1))
-        size_out = torch.tensor([out.numel()], dtype=torch.int64)
-        size_in = torch.zeros(1, dtype=torch.int64)
-        for work in (
-            dist.isend(size_out, self._next, tag=tag),
-            dist.irecv(size_in, self._prev, tag=tag),
-        ):
+        size, cut = out.numel(), min(out.numel(), self.FRAME)
+        frame = torch.zeros(self.FRAME + 1, dtype=torch.float64)
+        frame[0] = size
+        frame[1 : cut + 1] = out[:cut]
+        into = torch.empty(self.FRAME + 1, dtype=torch.float64)
+        sends = [dist.isend(frame, self._next, tag=tag)]
+        if size > cut:
+            sends.append(dist.isend(out[cut:].clone(), self._next, tag=tag + 1))
+        dist.irecv(into, self._prev, tag=tag).wait()
+        count = into[0].item()
+        if not (0 <= count < 2**53 and count == int(count)):
+            raise RuntimeError(f"rank {self._prev} sent a malformed message")
+        count = int(count)
+        got = into[1 : min(count, self.FRAME) + 1]
+        if count > self.FRAME:
+            rest = torch.empty(count - self.FRAME, dtype=torch.float64)
+            dist.irecv(rest, self._prev, tag=tag + 1).wait()
+            got = torch.cat([got, rest])
+        for work in sends:
             work.wait()
-        into = torch.empty(int(size_in.item()), dtype=torch.float64)
-        works = []
-        if out.numel():
-            works.append(dist.isend(out, self._next, tag=tag + 1))
-        if into.numel():
-            works.append(dist.irecv(into, self._prev, tag=tag + 1))
-        for work in works:
-            work.wait()
-        return into.numpy()
+        return got.numpy().copy()
 
 
 def _lent_module(server, handle, parts: dict):
@@ -1099,6 +1091,18 @@ def _seed_globals(stream) -> None:
 
 
 _main_pid = None
+_dying: list[int] = []  # ranks killed and not yet reaped
+
+
+def _reap() -> None:
+    """Reap the killed ranks that have ended (what is left, the job's init reaps)."""
+    for pid in _dying[:]:
+        try:
+            ended = os.waitpid(pid, os.WNOHANG)[0]
+        except OSError:
+            ended = pid
+        if ended:
+            _dying.remove(pid)
 
 
 def only_main_process() -> None:
@@ -1114,6 +1118,11 @@ def serve(fd: int) -> None:
     the serving, never the harvest already sent: the probes then report it."""
     if _shell is None:
         return
+    import signal
+
+    # P may be done first (or give up on a forged hand-over): a write to it then raises
+    # BrokenPipeError, as in any Python process, and ends the serving, not the process.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     try:
         _Server(fd, _shell.user_ns).loop()
     except BaseException:  # noqa: BLE001 - the probes see the channel close

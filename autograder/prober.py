@@ -20,6 +20,8 @@ import builtins
 import json
 import math
 import os
+import select
+import stat
 import sys
 import time
 import types
@@ -189,11 +191,14 @@ class Channel:
             self.kinds[h] = kind
         return h
 
-    def _send(self, header: dict, payload: bytes = b"") -> None:
+    def _send(self, header: dict, payload: bytes = b"", to: int | None = None) -> None:
+        """To S, or to a rank's process (``to``: its socket; a rank that is gone is heard
+        of from that socket, not here)."""
         try:
-            wire.send(self.fd, header, payload)
+            wire.send(self.fd if to is None else to, header, payload)
         except wire.WireError as err:
-            self._lost(f"the channel to the notebook's process broke ({err})")
+            if to is None:
+                self._lost(f"the channel to the notebook's process broke ({err})")
 
     def _lost(self, why: str):
         self.gone = self.gone or why
@@ -247,7 +252,7 @@ class Channel:
                 ) from None
             self._lost(f"the notebook's process sent an unknown message {str(op)[:40]!r}")
 
-    def _lent_call(self, op: str, msg: dict, payload: bytes, tag: dict | None = None) -> None:
+    def _lent_call(self, op: str, msg: dict, payload: bytes, to: int | None = None) -> None:
         """A module P lent to S was called, or is differentiated: here, by :class:`Lent`."""
         cid = msg.get("id")
         try:
@@ -263,17 +268,17 @@ class Channel:
                 grads = wire.decode(msg.get("grads"), payload)
                 needs = wire.decode(msg.get("needs"), payload)
                 value = self.lent.vjp(module, msg.get("token"), grads, needs, self.phase)
-            self.answer(cid, value, tag)
+            self.answer(cid, value, to)
         except StudentGone:
             raise
         except Exception as err:  # noqa: BLE001 - refused: the student's code sees why
-            self.refuse(cid, err, tag)
+            self.refuse(cid, err, to)
 
-    def _callback(self, msg: dict, payload: bytes, tag: dict | None = None):
+    def _callback(self, msg: dict, payload: bytes, to: int | None = None):
         """A stub in S called one of P's objects: run it here, answer with its value.  In
-        a ranks run (``tag``: the rank), an answer that must wait for the other ranks
-        (:class:`Later`) is returned instead, to be sent when it is ready."""
-        cid, tag = msg.get("id"), tag or {}
+        a ranks run (``to``: the rank's socket), an answer that must wait for the other
+        ranks (:class:`Later`) is returned instead, to be sent when it is ready."""
+        cid = msg.get("id")
         try:
             if self.kinds.get(msg.get("handle")) not in ("callback", "object"):
                 raise KeyError("no such callback")
@@ -289,68 +294,95 @@ class Channel:
                 raise TypeError("malformed arguments")
             value = target(*args, **kwargs)
             if isinstance(value, Later):
-                if not tag:
+                if to is None:
                     raise RuntimeError("an answer that waits for other ranks, outside ranks()")
                 return value
-            self.answer(cid, value, tag)
+            self.answer(cid, value, to)
         except StudentGone:
             raise
         except (KeyError, wire.WireError) as err:
-            self.refuse(cid, TypeError(str(err)), tag)
+            self.refuse(cid, TypeError(str(err)), to)
         except Exception as err:  # noqa: BLE001 - the probe's object raised: the student sees it
-            self.refuse(cid, err, tag)
+            self.refuse(cid, err, to)
         return None
 
-    def answer(self, cid, value, tag: dict | None = None) -> None:
+    def answer(self, cid, value, to: int | None = None) -> None:
         enc = wire.Encoder(self.handle)
         node = enc.value(value)
-        self._send({"op": "reply", "id": cid, "value": node, **(tag or {})}, enc.payload)
+        self._send({"op": "reply", "id": cid, "value": node}, enc.payload, to)
 
-    def refuse(self, cid, err: BaseException, tag: dict | None = None) -> None:
+    def refuse(self, cid, err: BaseException, to: int | None = None) -> None:
         message = str(err)[:500]
         fail = {"op": "fail", "id": cid, "type": type(err).__name__, "message": message}
-        self._send({**fail, **(tag or {})})
+        self._send(fail, b"", to)
 
     def ranks(self, name: str, rounds: list, seconds: float | None, gloo: bool = False) -> list:
         """``name`` once per rank and round, the ranks at once, each rank a process forked
-        from S: see :meth:`Student.rounds`."""
+        from S, which hands over a socket to each: see :meth:`Student.rounds`."""
         if self.gone:
             raise StudentGone(self.gone)
         self.next_id += 1
-        rid = self.next_id
-        self._send({"op": "ranks", "id": rid, "world": len(rounds[0]), "gloo": bool(gloo)})
+        rid, world = self.next_id, len(rounds[0])
+        self._send({"op": "ranks", "id": rid, "world": world, "gloo": bool(gloo)})
         until = min(self.deadline, time.monotonic() + (seconds or ANSWER_SECONDS))
+        socks = self._rank_sockets(rid, world, until)
+        if isinstance(socks, Exception):  # S could not start them: every call says why
+            return [[socks] * world for _ in rounds]
         outer, self.phase = self.phase, "ranks"
         try:
-            return self._run_ranks(name, rounds, until, seconds)
+            return self._run_ranks(name, rounds, until, seconds, socks)
         finally:
             self.phase = outer
+            for fd in socks:
+                os.close(fd)
             if not self.gone:
                 self._send({"op": "end", "id": rid})
                 self._end_ranks(rid)
 
-    def _call_rank(self, name: str, r: int, args: tuple) -> int:
-        """Send rank ``r`` its call; the call's id."""
+    def _rank_sockets(self, rid: int, world: int, until: float) -> list[int] | Exception:
+        """The socket of each rank S forked (S hands them over), or what S raised."""
+        try:
+            msg, _, fds = wire.recv_fds(self.fd, until, world)
+        except wire.Late:
+            self._lost("the notebook's process did not start its ranks in time")
+        except wire.WireError as err:
+            self._lost(f"the notebook's process broke off the ranks: {err}")
+        if msg.get("op") == "raised" and msg.get("id") == rid and not fds:
+            return raised(msg.get("type"), str(msg.get("message", ""))[:MAX_ERROR_CHARS])
+        if msg.get("op") == "ranks" and msg.get("id") == rid and len(fds) == world:
+            try:
+                if all(stat.S_ISSOCK(os.fstat(fd).st_mode) for fd in fds):
+                    return fds
+            except OSError:
+                pass
+        for fd in fds:
+            os.close(fd)
+        self._lost("the notebook's process did not hand over its ranks")
+
+    def _call_rank(self, name: str, sock: int, args: tuple) -> int:
+        """Send a rank its call; the call's id."""
         self.next_id += 1
         enc = wire.Encoder(self.handle)
         value = enc.value(list(args))
-        header = {"op": "call", "id": self.next_id, "function": name, "rank": r}
-        self._send({**header, "args": value, "kwargs": {"$dict": {}}}, enc.payload)
+        header = {"op": "call", "id": self.next_id, "function": name}
+        self._send({**header, "args": value, "kwargs": {"$dict": {}}}, enc.payload, sock)
         return self.next_id
 
-    def _run_ranks(self, name: str, rounds: list, until: float, seconds) -> list:
+    def _run_ranks(self, name: str, rounds: list, until: float, seconds, socks: list) -> list:
         world, count = len(rounds[0]), len(rounds)
         outcomes: list = [[None] * world for _ in rounds]
         state = ["starting"] * world  # then "running", "done"
         round_of = [0] * world  # the round each rank's call in flight belongs to
         call_of: dict[int, int] = {}  # rank -> the id of its call
         waiting: dict[int, tuple] = {}  # rank -> (callback id, Later)
+        rank_of = {fd: r for r, fd in enumerate(socks)}
 
         def end(r: int, outcome) -> None:  # the rank's call, and every round after it
             for k in range(round_of[r], count):
                 outcomes[k][r] = outcome
             state[r] = "done"
             waiting.pop(r, None)
+            rank_of.pop(socks[r], None)
 
         while "starting" in state or "running" in state:
             moved = True
@@ -359,78 +391,89 @@ class Channel:
                 for r, (cid, later) in list(waiting.items()):
                     if later.ready():
                         del waiting[r]
-                        self._later(cid, later, r)
+                        self._later(cid, later, socks[r])
                         moved = True
             busy = [r for r in range(world) if state[r] == "running" and r not in waiting]
             if waiting and not busy and "starting" not in state:
                 for r, (cid, later) in list(waiting.items()):  # nobody can call any more
                     del waiting[r]
                     why = later.stuck() if later.stuck else "deadlock: no rank can go on"
-                    self.refuse(cid, RuntimeError(why), {"rank": r})
+                    self.refuse(cid, RuntimeError(why), socks[r])
                 continue
-            try:
-                msg, payload = wire.recv(self.fd, until)
-            except wire.Late:
+            left = until - time.monotonic()
+            ready = select.select(list(rank_of), [], [], left)[0] if left > 0 else []
+            if not ready:
                 for r in range(world):
                     if state[r] != "done":
                         late = f"rank {r} did not answer within {seconds or ANSWER_SECONDS:g} s"
                         end(r, TimeoutError(late))
                 break
-            except wire.WireError as err:
-                self._lost(f"the notebook's process broke off the ranks: {err}")
-            r, op = msg.get("rank"), msg.get("op")
-            if type(r) is not int or not 0 <= r < world or state[r] == "done":
-                continue  # a rank past its calls, or no rank at all
-            tag = {"rank": r}
-            if op == "ready" and state[r] == "starting" and msg.get("error") is not None:
-                end(r, NotStarted(str(msg["error"])[:MAX_ERROR_CHARS]))
-            elif op == "ready" and state[r] == "starting":
-                call_of[r] = self._call_rank(name, r, rounds[0][r])
-                state[r] = "running"
-            elif op == "callback":
-                later = self._callback(msg, payload, tag)
-                if later is not None:
-                    waiting[r] = (msg.get("id"), later)
-            elif op in ("forward", "vjp"):
-                self._lent_call(op, msg, payload, tag)
-            elif op in ("result", "raised") and msg.get("id") == call_of.get(r):
-                k = round_of[r]
+            for fd in ready:
+                r = rank_of.get(fd)
+                if r is None:
+                    continue  # ended while this round was read
                 try:
-                    if op == "result":
-                        outcomes[k][r] = wire.decode(msg.get("value"), payload)
-                    else:
-                        outcomes[k][r] = raised(msg.get("type"), str(msg.get("message", ""))[:2000])
+                    msg, payload = wire.recv(fd, until)
+                except wire.Closed:
+                    end(r, RuntimeError(f"rank {r}'s process ended during the call"))
+                    continue
+                except wire.Late:
+                    late = f"rank {r} did not answer within {seconds or ANSWER_SECONDS:g} s"
+                    end(r, TimeoutError(late))
+                    continue
                 except wire.WireError as err:
-                    outcomes[k][r] = TypeError(
-                        f"rank {r} returned something that is not data: {err}"
-                    )
-                waiting.pop(r, None)
-                if k + 1 < count:  # the same process, its next round
-                    round_of[r] = k + 1
-                    call_of[r] = self._call_rank(name, r, rounds[k + 1][r])
-                else:
-                    state[r] = "done"
-            elif op == "gone":
-                end(r, RuntimeError(f"rank {r}'s process ended during the call"))
+                    end(r, RuntimeError(f"rank {r}'s process sent something malformed: {err}"))
+                    continue
+                sock, op = socks[r], msg.get("op")
+                if op == "ready" and state[r] == "starting" and msg.get("error") is not None:
+                    end(r, NotStarted(str(msg["error"])[:MAX_ERROR_CHARS]))
+                elif op == "ready" and state[r] == "starting":
+                    call_of[r] = self._call_rank(name, sock, rounds[0][r])
+                    state[r] = "running"
+                elif op == "callback":
+                    later = self._callback(msg, payload, sock)
+                    if later is not None:
+                        waiting[r] = (msg.get("id"), later)
+                elif op in ("forward", "vjp"):
+                    self._lent_call(op, msg, payload, sock)
+                elif op in ("result", "raised") and msg.get("id") == call_of.get(r):
+                    k = round_of[r]
+                    try:
+                        if op == "result":
+                            outcomes[k][r] = wire.decode(msg.get("value"), payload)
+                        else:
+                            message = str(msg.get("message", ""))[:MAX_ERROR_CHARS]
+                            outcomes[k][r] = raised(msg.get("type"), message)
+                    except wire.WireError as err:
+                        outcomes[k][r] = TypeError(
+                            f"rank {r} returned something that is not data: {err}"
+                        )
+                    waiting.pop(r, None)
+                    if k + 1 < count:  # the same process, its next round
+                        round_of[r] = k + 1
+                        call_of[r] = self._call_rank(name, sock, rounds[k + 1][r])
+                    else:
+                        state[r] = "done"
+                        rank_of.pop(sock, None)
         return outcomes
 
-    def _later(self, cid, later: Later, rank: int) -> None:
+    def _later(self, cid, later: Later, sock: int) -> None:
         try:
             value = later.value()
         except Exception as err:  # noqa: BLE001 - the probe's object raised: the rank sees it
-            self.refuse(cid, err, {"rank": rank})
+            self.refuse(cid, err, sock)
         else:
-            self.answer(cid, value, {"rank": rank})
+            self.answer(cid, value, sock)
 
     def _end_ranks(self, rid: int) -> None:
-        """Wait for S to have ended the ranks (rank frames still in flight are dropped)."""
+        """Wait for S to have ended the ranks."""
         until = min(self.deadline, time.monotonic() + ANSWER_SECONDS)
         while True:
             try:
                 msg, _ = wire.recv(self.fd, until)
             except wire.WireError:
                 self._lost("the notebook's process did not end its ranks")
-            if msg.get("id") == rid and "rank" not in msg:
+            if msg.get("id") == rid:
                 return
 
 

@@ -19,6 +19,9 @@ JSON object is one of these tags, so nothing a student returns can pose as one::
     {"$held": handle}                           a value P asked S to keep, by S's handle
     {"$builtin": "gloo_ring"}                   an object S makes itself (a rank's comm)
 
+A ranks run (``Student.ranks``) hands P one socket per rank process S forks, in a frame
+of :func:`send_fds` (SCM_RIGHTS): P and the ranks then talk directly, the same frames.
+
 Loaded by path, in both processes, before any student code runs; imports nothing of the
 project.  :func:`decode` checks every value against these forms and caps (depth, sizes,
 dtypes): P reads what S sends as hostile.
@@ -72,7 +75,11 @@ def send(fd: int, header: dict, payload: bytes = b"") -> None:
     head = _dumps(header, allow_nan=False, separators=(",", ":")).encode()
     if _len(head) > MAX_HEADER or _len(payload) > MAX_PAYLOAD:
         raise WireError(f"a message larger than {MAX_HEADER} + {MAX_PAYLOAD} bytes")
-    view = memoryview(HEADER.pack(_len(head), _len(payload)) + head + payload)
+    _write_all(fd, HEADER.pack(_len(head), _len(payload)) + head + payload)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
     while view:
         try:
             view = view[_write(fd, view) :]
@@ -80,6 +87,24 @@ def send(fd: int, header: dict, payload: bytes = b"") -> None:
             continue
         except (BrokenPipeError, ConnectionResetError):
             raise Closed("the other side closed the channel") from None
+
+
+def send_fds(fd: int, header: dict, fds: list[int]) -> None:
+    """A frame of ``header`` alone that hands ``fds`` over (SCM_RIGHTS; ``fd``: a Unix
+    socket): the receiver holds its own copies, this side may close these."""
+    import socket
+
+    head = _dumps(header, allow_nan=False, separators=(",", ":")).encode()
+    data = HEADER.pack(_len(head), 0) + head
+    sock = socket.socket(fileno=fd)
+    try:
+        sent = socket.send_fds(sock, [data], fds)
+    except OSError:
+        raise Closed("the other side closed the channel") from None
+    finally:
+        sock.detach()
+    if sent < _len(data):
+        _write_all(fd, data[sent:])
 
 
 def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
@@ -104,7 +129,42 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
 
 def recv(fd: int, deadline: float | None = None) -> tuple[dict, bytes]:
     """One frame: (header, payload); Late past ``deadline`` (time.monotonic()), Closed at EOF."""
-    n_head, n_payload = HEADER.unpack(_read_exact(fd, HEADER.size, deadline))
+    return _rest(fd, _read_exact(fd, HEADER.size, deadline), deadline)
+
+
+def recv_fds(fd: int, deadline: float, most: int) -> tuple[dict, bytes, list[int]]:
+    """One frame and the descriptors handed over with it (none, for a frame sent by
+    :func:`send`); more than ``most`` is a WireError, with every one closed."""
+    import socket
+
+    left = deadline - time.monotonic()
+    if left <= 0 or not select.select([fd], [], [], left)[0]:
+        raise Late("no answer in time")
+    sock = socket.socket(fileno=fd)
+    try:
+        data, fds, flags, _ = socket.recv_fds(sock, HEADER.size, most)
+    except OSError:
+        raise Closed("the other side closed the channel") from None
+    finally:
+        sock.detach()
+    try:
+        if flags & socket.MSG_CTRUNC:
+            raise WireError(f"more than {most} descriptors handed over")
+        if not data:
+            raise Closed("the other side closed the channel")
+        if _len(data) < HEADER.size:
+            data += _read_exact(fd, HEADER.size - _len(data), deadline)
+        header, payload = _rest(fd, data, deadline)
+    except BaseException:
+        for x in fds:
+            os.close(x)
+        raise
+    return header, payload, fds
+
+
+def _rest(fd: int, head: bytes, deadline: float | None) -> tuple[dict, bytes]:
+    """The frame whose 8 first bytes are ``head``."""
+    n_head, n_payload = HEADER.unpack(head)
     if n_head > MAX_HEADER or n_payload > MAX_PAYLOAD:
         raise WireError(f"a frame of {n_head} + {n_payload} bytes is over the limits")
     body = _read_exact(fd, n_head + n_payload, deadline)

@@ -359,3 +359,122 @@ def test_gloo_ranks_meet_on_a_socket_that_already_listens_or_on_a_file_store(tmp
         capture_output=True, text=True, check=True, cwd=tmp_path,
     )  # fmt: skip
     assert down.stdout.startswith(f"file://{tmp_path}/gloo-"), down.stdout
+
+
+GLOO_SIZES_PROBE = """
+ISOLATED = True
+
+
+def probe(student, seed, params):
+    calls = [(r, 3, student.gloo_ring()) for r in range(3)]
+    out = student.ranks(calls, seconds=30, gloo=True)
+    return [o if isinstance(o, list) else f"{type(o).__name__}: {o}" for o in out]
+"""
+GLOO_SIZES_CELL = """
+import numpy as np
+SIZES = (0, 1, 255, 256, 257, 1000)  # around the one-message frame of 256 values
+def echo(rank, world, comm):
+    got = []
+    for k, size in enumerate(SIZES):
+        back = comm.send_recv(np.arange(size, dtype=np.float64) + 1000 * rank + k / 8)
+        got.append([len(back), float(back.sum())])
+    return got
+q1_found = "nothing"
+"""
+
+
+@needs_root
+def test_the_gloo_ring_carries_every_message_size_whole(sandbox, tmp_path):
+    """_GlooRing.send_recv: a chunk that fits the frame crosses in one message, a longer
+    one in two; each rank gets exactly what rank - 1 sent in the same call."""
+    the_plan = Plan(("q1_found",), (Probe("q3-echo", "echo", GLOO_SIZES_PROBE, SEED, {}, True),))
+    ranks = _run(sandbox, tmp_path, GLOO_SIZES_CELL, the_plan=the_plan)["probes"]["q3-echo"]
+    assert ranks["ok"], ranks
+    for r, got in enumerate(ranks["result"]):
+        src = (r - 1) % 3
+        want = [
+            [size, float((np.arange(size) + 1000 * src + k / 8).sum())]
+            for k, size in enumerate((0, 1, 255, 256, 257, 1000))
+        ]
+        assert got == want, (r, got)
+
+
+HANDOVER_PROBE = """
+ISOLATED = True
+
+
+def probe(student, seed, params):
+    return [repr(o) for o in student.ranks([(r,) for r in range(3)], seconds=15)]
+"""
+HANDOVER_CELL = """
+import os, sys
+def who(rank):
+    return rank
+for module in list(sys.modules.values()):
+    if callable(getattr(module, "send_fds", None)) and hasattr(module, "recv_fds"):
+        real = module.send_fds
+        def forged(fd, header, fds, _real=real):
+            null = os.open("/dev/null", os.O_RDONLY)
+            _real(fd, header, {FORGED})
+        module.send_fds = forged
+q1_found = "nothing"
+"""
+
+
+@needs_root
+@pytest.mark.parametrize(
+    ("forged", "told"),
+    [
+        ("[null] * len(fds)", "did not hand over its ranks"),  # not sockets
+        ("fds[:-1]", "did not hand over its ranks"),  # one short
+        ("fds + [null]", "more than 3 descriptors"),  # one too many
+    ],
+)
+def test_rank_sockets_that_s_forges_end_the_probe_not_the_grader(sandbox, tmp_path, forged, told):
+    """S hands P a socket per rank (SCM_RIGHTS); P takes only as many sockets as ranks,
+    and only sockets: anything else ends the probe, with the reason."""
+    cell = HANDOVER_CELL.replace("{FORGED}", forged)
+    the_plan = Plan(("q1_found",), (Probe("q3-who", "who", HANDOVER_PROBE, SEED, {}, True),))
+    harvest = _run(sandbox, tmp_path, cell, the_plan=the_plan)
+    assert harvest["answers"]["q1_found"]["value"] == "nothing"  # the harvest stands
+    probe = harvest["probes"]["q3-who"]
+    assert not probe["ok"] and told in probe["error"], probe
+
+
+@needs_root
+def test_ranks_talk_to_the_probe_process_directly(sandbox, tmp_path):
+    """Unforged, the same hand-over runs the three ranks, each in a process of its own."""
+    cell = HANDOVER_CELL.replace("module.send_fds = forged", "pass")
+    the_plan = Plan(("q1_found",), (Probe("q3-who", "who", HANDOVER_PROBE, SEED, {}, True),))
+    probe = _run(sandbox, tmp_path, cell, the_plan=the_plan)["probes"]["q3-who"]
+    assert probe == {"ok": True, "result": ["0", "1", "2"]}
+
+
+def test_a_frame_hands_descriptors_over_and_never_more_than_asked():
+    """wire.send_fds / recv_fds: the descriptors arrive with their frame, usable; a
+    plain frame brings none; more than ``most`` is refused and none is left open."""
+    import socket
+    import time
+
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    soon = time.monotonic() + 5
+    with mine, theirs:
+        r, w = os.pipe()
+        wire.send_fds(mine.fileno(), {"op": "ranks", "id": 7}, [w, w])
+        header, payload, fds = wire.recv_fds(theirs.fileno(), soon, 2)
+        assert (header, payload, len(fds)) == ({"op": "ranks", "id": 7}, b"", 2)
+        os.write(fds[1], b"x")
+        assert os.read(r, 1) == b"x"  # the copy writes into the same pipe
+        for fd in fds:
+            os.close(fd)
+        wire.send(mine.fileno(), {"op": "raised", "id": 7})
+        assert wire.recv_fds(theirs.fileno(), soon, 2) == ({"op": "raised", "id": 7}, b"", [])
+        with pytest.raises(wire.Late):
+            wire.recv_fds(theirs.fileno(), time.monotonic() + 0.05, 2)
+        before = len(os.listdir("/proc/self/fd"))
+        wire.send_fds(mine.fileno(), {"op": "ranks", "id": 8}, [w, w, w])
+        with pytest.raises(wire.WireError, match="more than 2 descriptors"):
+            wire.recv_fds(theirs.fileno(), soon, 2)  # and the channel is given up
+        assert len(os.listdir("/proc/self/fd")) == before
+        os.close(r)
+        os.close(w)
