@@ -707,14 +707,14 @@ class _Server:
                 if msg.get("op") == "end" and msg.get("id") == rid:
                     return
         finally:
-            for pid in pids:  # killed before their sockets close, which would wake them
-                try:  # and torn down at idle priority: the next probe goes first
+            for pid in pids:  # at idle priority, their teardown yields to the next probe
+                try:
                     os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
-            # Killed, so no more of their code runs; they are reaped later (_reap): P goes
-            # on while the kernel tears their address spaces down.
+            # Killed (before P closes their sockets, which would wake them), so no more of
+            # their code runs; reaped later (_reap): P goes on while they are torn down.
             _dying.extend(pids)
             for end in ends:
                 end.close()

@@ -333,11 +333,13 @@ class Channel:
             return self._run_ranks(name, rounds, until, seconds, socks)
         finally:
             self.phase = outer
-            for fd in socks:
-                os.close(fd)
-            if not self.gone:
-                self._send({"op": "end", "id": rid})
-                self._end_ranks(rid)
+            try:  # S kills the ranks before these close, which would wake them
+                if not self.gone:
+                    self._send({"op": "end", "id": rid})
+                    self._end_ranks(rid)
+            finally:
+                for fd in socks:
+                    os.close(fd)
 
     def _rank_sockets(self, rid: int, world: int, until: float) -> list[int] | Exception:
         """The socket of each rank S forked (S hands them over), or what S raised."""
