@@ -187,24 +187,25 @@ def grade_batch(
     warnings: list[str] = []
     lock = threading.Lock()  # counts and gradebook writes, from the worker threads
 
+    def unchanged(student_id: str, notebook: Path, key) -> bool:
+        graded = content_hash(notebook)  # the key's digest only then: it needs pint
+        return book.unchanged(info.assignment, student_id, graded) and book.unchanged(
+            info.assignment, student_id, graded, keys.digest(key)
+        )
+
     def one(student_id: str, notebook: Path | None) -> None:
         when = submitted_at(student_id, notebook, manifest=manifest, zone=info.timezone)
-        key = digest = None
+        key = None
         version, problem = 0, f"no key for student {student_id!r} in {keys.folder}"
         if student_id in keys:  # the variant current when it was submitted (the ledger's)
             try:
                 key, version = keys.key_at(student_id, when.at if when else None)
-                digest = keys.digest(key)
             except KeyFileError as err:  # e.g. a reseeded key file missing from keys/
                 problem = str(err)
         if key is None:
             result = StudentResult(student_id, 0.0, 0.0, [], error=problem)
         else:
-            if (
-                notebook is not None
-                and not regrade
-                and book.unchanged(info.assignment, student_id, content_hash(notebook), digest)
-            ):
+            if notebook is not None and not regrade and unchanged(student_id, notebook, key):
                 with lock:
                     counts["skipped"] += 1
                 if on_done:
@@ -228,6 +229,7 @@ def grade_batch(
                     [],
                     error=f"the grader failed on this submission: {type(err).__name__}: {err}",
                 )
+        digest = keys.digest(key) if key else None
         with lock:
             doc, also = book.record(
                 info.assignment,

@@ -953,6 +953,7 @@ class Sandbox:
         self.limits = limits
         self.image = image
         self.gpus = gpus
+        self.jobs = max(1, jobs)
         self.hide = [os.path.abspath(p) for p in hide]
         for path in self.hide:
             if path in _SYSTEM_DIRS:
@@ -1006,7 +1007,7 @@ class Sandbox:
             self._state.executors[slot] = executor
             executor.preload(self.preload, wait=False)
             return
-        hide = _default_hide() + self.hide
+        hide = self.hidden()
         keep = _keep_paths()
         root = os.geteuid() == 0
         # Without a mount namespace, an interpreter under a folder others may not enter
@@ -1047,6 +1048,11 @@ class Sandbox:
                     "student's uid; the standard library is preloaded instead.",
                     closed,
                 )
+
+    def hidden(self) -> list[str]:
+        """The folders the notebooks do not see: ``hide`` and the ones always hidden; in a
+        container, the whole host but what the image holds."""
+        return ["/"] if self.container is not None else _default_hide() + self.hide
 
     def warm(self, modules: Sequence[str]) -> None:
         """Have the warm executor import ``modules`` too (what the checks need, once the keys

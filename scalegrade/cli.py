@@ -526,10 +526,17 @@ def bank(bank_dir: Path | None, show_coverage: bool) -> None:
     "--executor",
     default="local",
     show_default=True,
-    type=click.Choice(["local", "dask"]),
-    help="Where submissions run: this machine, or the workers of a Dask cluster.",
+    type=click.Choice(["local", "dask", "service"]),
+    help="Where submissions run: this machine, the workers of a Dask cluster, or the warm "
+    "sandbox of `scalegrade sandbox-serve`.",
 )
 @click.option("--scheduler", help="Dask scheduler address (tcp://host:8786) for --executor dask.")
+@click.option(
+    "--service",
+    "service",
+    type=click.Path(path_type=Path),
+    help="The socket of `scalegrade sandbox-serve SOCKET`, for --executor service.",
+)
 @click.option(
     "--sandbox",
     "backend",
@@ -584,6 +591,7 @@ def grade(
     jobs: int | None,
     executor: str,
     scheduler: str | None,
+    service: Path | None,
     backend: str,
     image: str | None,
     gpus: str | None,
@@ -604,8 +612,10 @@ def grade(
     )
     if (executor == "dask") != bool(scheduler):
         fail("--executor dask and --scheduler ADDRESS go together")
+    if (executor == "service") != bool(service):
+        fail("--executor service and --service SOCKET go together")
     if nbgrader_course is not None:
-        if submissions or keys_dir or out or scheduler:
+        if submissions or keys_dir or out or scheduler or service:
             fail("--nbgrader COURSE takes only ASSIGNMENT (no SUBMISSIONS, --keys, --out, dask)")
         _grade_nbgrader(
             nbgrader_course,
@@ -631,6 +641,7 @@ def grade(
         out,
         jobs=jobs,
         scheduler=scheduler,
+        service=service,
         backend=backend,
         image=image,
         gpus=gpus,
@@ -733,6 +744,24 @@ def _dask_runner(scheduler: str, sandbox_args: dict):
     return runner
 
 
+def _service_runner(socket_path: Path, sandbox_args: dict, preload):
+    """The warm sandbox service at ``socket_path``, checked against this command's sandbox."""
+    from autograder.sandbox import SandboxError
+    from autograder.service import ServiceRunner
+
+    if sandbox_args["backend"] != "auto" or sandbox_args["image"]:
+        fail("--executor service runs the service's own sandbox: give --sandbox and --image "
+             "to `scalegrade sandbox-serve`")  # fmt: skip
+    try:
+        runner = ServiceRunner(
+            socket_path, hide=sandbox_args["hide"], limits=sandbox_args["limits"], preload=preload
+        )
+    except SandboxError as err:
+        fail(str(err))
+    console.print(f"sandbox service {socket_path}: {runner.isolation}, {runner.threads} jobs")
+    return runner
+
+
 def _limits(opts: dict):
     """The sandbox's limits of a grade command: its timeout; with --gpus, memory bounded by
     each job's cgroup, not by RLIMIT_AS (CUDA reserves far more address space than it uses)."""
@@ -778,7 +807,11 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
         engine=opts.get("engine", "auto"),
     )
     starting = None
-    if not opts.get("scheduler"):  # the executor starts while the keys load...
+    if opts.get("service"):  # a warm sandbox of its own, started before
+        keys, late_input = _grade_keys(assignment, keys_dir, opts, None)
+        runner = _service_runner(opts["service"], sandbox_args, keys.preload)
+        opts["jobs"] = opts["jobs"] or runner.threads
+    elif not opts.get("scheduler"):  # the executor starts while the keys load...
         opts["jobs"] = opts["jobs"] or 2
         with ThreadPoolExecutor(1) as pool:
             starting = pool.submit(Sandbox, **sandbox_args, jobs=opts["jobs"])
@@ -842,6 +875,73 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
         f"results: {out}/<student>/results.json and feedback.html; "
         f"summary.csv, canvas.csv, moodle.csv; report: {out / 'report.html'}"
     )
+
+
+@main.command("sandbox-serve")
+@click.argument("socket_path", metavar="SOCKET", type=click.Path(path_type=Path))
+@click.option(
+    "--sandbox",
+    "backend",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "namespaces", "process", "docker"]),
+)
+@click.option(
+    "--hide",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="A folder the notebooks must not see (the course's: keys, submissions, results); "
+    "again for more.  The project, your home, /tmp and /run are always hidden.",
+)
+@click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1))
+@click.option("--timeout", default=120.0, show_default=True, help="Wall seconds per submission.")
+@click.option("--image", help="Grading image for --sandbox docker (`make image` builds it).")
+@click.option("--gpus", help="--gpus for --sandbox docker (e.g. all).")
+@click.option(
+    "--engine", default="auto", show_default=True, type=click.Choice(["auto", "docker", "podman"])
+)
+@click.option(
+    "--preload",
+    multiple=True,
+    help="A module the warm executor imports now (torch, torch._dynamo); a grade command "
+    "adds what its checks need.",
+)
+def sandbox_serve(socket_path: Path, backend: str, hide: tuple[Path, ...], **opts: Any) -> None:
+    """Keep a warm sandbox running on the Unix socket SOCKET, for `scalegrade grade
+    --executor service --service SOCKET`: each command then skips the sandbox's start and
+    its imports.  Until Ctrl-C (or SIGTERM)."""
+    import signal
+    import threading
+
+    from autograder.sandbox import Sandbox, SandboxError
+    from autograder.service import serve
+
+    try:
+        sandbox = Sandbox(
+            backend=backend,
+            limits=_limits(opts),
+            hide=[p.resolve() for p in hide],
+            image=opts["image"],
+            gpus=opts["gpus"],
+            engine=opts["engine"],
+            preload=opts["preload"],
+            jobs=opts["jobs"],
+        )
+    except (SandboxError, ValueError) as err:
+        fail(str(err))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    console.print(
+        f"sandbox service on {socket_path}: {sandbox.isolation}, {opts['jobs']} jobs, "
+        f"{opts['timeout']:g} s per submission; Ctrl-C ends it"
+    )
+    with sandbox:
+        try:
+            serve(socket_path, sandbox, stop)
+        except KeyboardInterrupt:
+            pass
+        except SandboxError as err:
+            fail(str(err))
 
 
 def _gradebook_options(f):
