@@ -48,7 +48,9 @@ printed).  Peak memory: PSS, the summed proportional set size of the process tre
 sampled every 0.1 s with psutil (shared pages counted once, so forked workers are not
 counted twice), and RSS, the largest single process's peak RSS from the same rusage.
 The targets compare wall time per submission: nbgrader >= 20x and otter >= 60x
-ScaleGrade's.  The unit is a cold ``python -c "import numpy"`` measured in the same run.
+ScaleGrade's.  ``--tools ...,scalegrade-warm`` adds ScaleGrade through a warm sandbox
+(``scalegrade sandbox-serve``, started and warmed by one command before the rounds, not
+timed): its row is the ``grade`` command alone, the service's CPU and memory not counted.  The unit is a cold ``python -c "import numpy"`` measured in the same run.
 
 A full run takes 15-20 minutes on this 2-core machine, nearly all of it otter's
 (9-13 s per ``otter run``) and nbgrader's (4-5 s per submission); ``--rounds 1
@@ -87,7 +89,8 @@ except ImportError:  # the wait4 rusage alone
 ROOT = Path(__file__).resolve().parents[1]
 ANCHORS = Path(__file__).resolve().parent / "anchors"
 BIN = Path(sys.executable).parent  # the venv's bin/: scalegrade, nbgrader, otter, alembic
-TOOLS = ("scalegrade", "nbgrader", "otter")
+TOOLS = ("scalegrade", "scalegrade-warm", "nbgrader", "otter")
+DEFAULT_TOOLS = ("scalegrade", "nbgrader", "otter")
 TARGETS = {"nbgrader": 20.0, "otter": 60.0}  # per-submission time, as a multiple of ScaleGrade's
 PARTS = ("memory", "ring", "dpo")
 QUESTIONS = (
@@ -384,7 +387,24 @@ def setup_scalegrade(work: Path, roster: list[Student], env: dict) -> dict:
     return {"subs": subs, "keys": work / "hw/keys"}
 
 
-def round_scalegrade(work: Path, ctx: dict, r: int, jobs: int, env: dict) -> tuple[Run, Path]:
+def setup_warm(work: Path, roster: list[Student], env: dict, jobs: int) -> dict:
+    """ScaleGrade through a warm sandbox (`scalegrade sandbox-serve`, started here and
+    warmed by one grade command, neither timed): what a course's grading server pays."""
+    ctx = setup_scalegrade(work, roster, env)
+    sock = work / "sandbox.sock"
+    argv = [BIN / "scalegrade", "sandbox-serve", sock, "--hide", work, "--jobs", str(jobs)]
+    with (work / "service.log").open("ab") as sink:
+        ctx["service"] = subprocess.Popen(argv, cwd=work, env=env, stdout=sink, stderr=sink)
+    while not sock.exists():
+        if ctx["service"].poll() is not None:
+            sys.exit(f"scalegrade sandbox-serve did not start: see {work / 'service.log'}")
+        time.sleep(0.05)
+    ctx["via"] = ["--executor", "service", "--service", str(sock)]
+    round_scalegrade(work, ctx, "warming", jobs, env)
+    return ctx
+
+
+def round_scalegrade(work: Path, ctx: dict, r, jobs: int, env: dict) -> tuple[Run, Path]:
     subs = work / f"round{r}" / "submissions"
     shutil.copytree(ctx["subs"], subs)
     out = work / f"round{r}" / "grades"
@@ -399,6 +419,7 @@ def round_scalegrade(work: Path, ctx: dict, r: int, jobs: int, env: dict) -> tup
         out,
         "--jobs",
         str(jobs),
+        *ctx.get("via", ()),
     ]
     return run_commands([(argv, work)], env, work / "scalegrade.log"), out
 
@@ -622,7 +643,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--submissions", type=int, default=20)
     parser.add_argument(
-        "--tools", default=",".join(TOOLS), help="a subset of scalegrade,nbgrader,otter"
+        "--tools",
+        default=",".join(DEFAULT_TOOLS),
+        help=f"a subset of {','.join(TOOLS)} (scalegrade-warm: through `sandbox-serve`)",
     )
     parser.add_argument("--jobs", type=int, default=2, help="ScaleGrade's --jobs")
     parser.add_argument("--keep", type=Path, help="keep the work folders here")
@@ -639,14 +662,17 @@ def main() -> None:
         work = Path(tempfile.mkdtemp(prefix="anchors-", dir=args.keep)).resolve()
     else:
         work = Path(tempfile.mkdtemp(prefix="scalegrade-anchors-")).resolve()
+    ctx: dict = {}
     try:
         load_start = os.getloadavg()[0]
         start = time.perf_counter()
-        ctx = {}
         setups = {"scalegrade": setup_scalegrade, "nbgrader": setup_nbgrader, "otter": setup_otter}
         for t in tools:
             (work / t).mkdir()
-            ctx[t] = setups[t](work / t, roster, env)
+            if t == "scalegrade-warm":
+                ctx[t] = setup_warm(work / t, roster, env, args.jobs)
+            else:
+                ctx[t] = setups[t](work / t, roster, env)
         setup_s = time.perf_counter() - start
         runs: dict[str, list[Run]] = {t: [] for t in tools}
         outs: dict[str, Path] = {}
@@ -654,7 +680,7 @@ def main() -> None:
         for r in range(args.rounds):
             units += [cold_numpy() for _ in range(3)]
             for t in tools:
-                if t == "scalegrade":
+                if t.startswith("scalegrade"):
                     run, outs[t] = round_scalegrade(work / t, ctx[t], r, args.jobs, env)
                 elif t == "nbgrader":
                     run, outs[t] = round_nbgrader(work / t, ctx[t], r, env)
@@ -668,6 +694,7 @@ def main() -> None:
                 )
         scorers = {
             "scalegrade": scores_scalegrade,
+            "scalegrade-warm": scores_scalegrade,
             "nbgrader": scores_nbgrader,
             "otter": scores_otter,
         }
@@ -675,6 +702,10 @@ def main() -> None:
         loads = (load_start, os.getloadavg()[0])
         report(args, tools, roster, runs, scores, units, setup_s, loads)
     finally:
+        service = ctx.get("scalegrade-warm", {}).get("service")
+        if service is not None:
+            service.terminate()
+            service.wait(30)
         if args.keep:
             print(f"work folders kept in {work}")
         else:
@@ -711,7 +742,7 @@ def report(args, tools, roster, runs, scores, units, setup_s, loads) -> None:
         )
     )
     print(
-        f"{'tool':11}{'wall s':>8}{'per sub':>10}{'CPU s':>8}{'PSS MiB':>9}{'RSS MiB':>9}"
+        f"{'tool':16}{'wall s':>8}{'per sub':>10}{'CPU s':>8}{'PSS MiB':>9}{'RSS MiB':>9}"
         "  rounds (wall s)        scores as expected"
     )
     per_sub, cpu = {}, {}
@@ -728,11 +759,11 @@ def report(args, tools, roster, runs, scores, units, setup_s, loads) -> None:
         pss = f"{max(r.pss_peak for r in rs) / 2**20:9.0f}" if psutil else f"{'-':>9}"
         rounds = ", ".join(f"{r.seconds:.1f}" for r in rs)
         print(
-            f"{t:11}{wall:8.2f}{per_sub[t] * 1e3:8.0f}ms{cpu[t]:8.1f}{pss}"
+            f"{t:16}{wall:8.2f}{per_sub[t] * 1e3:8.0f}ms{cpu[t]:8.1f}{pss}"
             f"{max(r.rss_max for r in rs) / 2**20:9.0f}  {rounds:22}  {verdict}"
         )
         for line in bad[:8] + failures[:4]:
-            print(f"{'':13}{line}")
+            print(f"{'':18}{line}")
     if "scalegrade" in tools:
         print(
             f"ScaleGrade per submission: {per_sub['scalegrade'] * 1e3:.0f} ms = "
@@ -746,6 +777,16 @@ def report(args, tools, roster, runs, scores, units, setup_s, loads) -> None:
                     f"{'met' if ratio >= TARGETS[t] else 'MISSED'}); CPU "
                     f"{cpu[t] / cpu['scalegrade']:.1f}x"
                 )
+    if "scalegrade-warm" in tools:
+        warm = per_sub["scalegrade-warm"]
+        print(
+            f"ScaleGrade through a warm sandbox (`sandbox-serve`, started and warmed before, "
+            f"not timed; its CPU and memory are not in the row): {warm * 1e3:.0f} ms = "
+            f"{warm / unit:.1f} units per submission"
+        )
+        for t in ("nbgrader", "otter"):
+            if t in tools:
+                print(f"{t}/ScaleGrade through a warm sandbox: {per_sub[t] / warm:5.1f}x")
     print("scores (last round): memory, ring, DPO, and + ScaleGrade's other autograded parts")
     for line in score_table(scores, roster):
         print(line)
