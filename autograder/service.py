@@ -120,6 +120,9 @@ def serve(path: Path, sandbox: Sandbox, stop: threading.Event | None = None) -> 
     if path.exists() or path.is_symlink():
         if not path.is_socket():
             raise SandboxError(f"{path} exists and is not a socket: choose another path")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            if probe.connect_ex(str(path)) == 0:
+                raise SandboxError(f"a sandbox service already listens on {path}")
         path.unlink()  # a stale socket of a service that is gone
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o177)

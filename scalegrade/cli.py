@@ -616,7 +616,10 @@ def grade(
         fail("--executor service and --service SOCKET go together")
     if nbgrader_course is not None:
         if submissions or keys_dir or out or scheduler or service:
-            fail("--nbgrader COURSE takes only ASSIGNMENT (no SUBMISSIONS, --keys, --out, dask)")
+            fail(
+                "--nbgrader COURSE takes only ASSIGNMENT (no SUBMISSIONS, --keys, --out, dask, "
+                "service)"
+            )
         _grade_nbgrader(
             nbgrader_course,
             assignment,
@@ -942,6 +945,8 @@ def sandbox_serve(socket_path: Path, backend: str, hide: tuple[Path, ...], **opt
             pass
         except SandboxError as err:
             fail(str(err))
+        except OSError as err:  # e.g. no such folder
+            fail(f"{socket_path}: {err.strerror or err}")
 
 
 def _gradebook_options(f):

@@ -218,3 +218,11 @@ def test_the_command_serves_until_sigterm_and_removes_its_socket(tmp_path):
         out, _ = serving.communicate(timeout=30)
     assert serving.returncode == 0 and not sock.exists()
     assert f"sandbox service on {sock}" in out.decode()
+
+
+def test_a_second_service_on_a_live_socket_is_refused(warm):
+    path, sandbox = warm
+    with pytest.raises(SandboxError, match=f"a sandbox service already listens on {path}"):
+        serve(path, sandbox, threading.Event())
+    assert path.is_socket()  # the first one's, untouched
+    ServiceRunner(path, limits=LIMITS)
