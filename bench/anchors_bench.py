@@ -50,7 +50,8 @@ counted twice), and RSS, the largest single process's peak RSS from the same rus
 The targets compare wall time per submission: nbgrader >= 20x and otter >= 60x
 ScaleGrade's.  ``--tools ...,scalegrade-warm`` adds ScaleGrade through a warm sandbox
 (``scalegrade sandbox-serve``, started and warmed by one command before the rounds, not
-timed): its row is the ``grade`` command alone, the service's CPU and memory not counted.  The unit is a cold ``python -c "import numpy"`` measured in the same run.
+timed): its row is the ``grade`` command alone, the service's CPU and memory not counted.
+The unit is a cold ``python -c "import numpy"`` measured in the same run.
 
 A full run takes 15-20 minutes on this 2-core machine, nearly all of it otter's
 (9-13 s per ``otter run``) and nbgrader's (4-5 s per submission); ``--rounds 1
