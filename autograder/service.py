@@ -53,10 +53,8 @@ def plan_from_json(data: bytes) -> Plan:
 
 
 def _peer_uid(conn: socket.socket) -> int:
-    _pid, uid, _gid = struct.unpack(
-        "3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-    )
-    return uid
+    cred = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", cred)[1]  # (pid, uid, gid)
 
 
 def _answer(conn: socket.socket, sandbox: Sandbox) -> None:
@@ -124,13 +122,19 @@ def serve(path: Path, sandbox: Sandbox, stop: threading.Event | None = None) -> 
             if probe.connect_ex(str(path)) == 0:
                 raise SandboxError(f"a sandbox service already listens on {path}")
         path.unlink()  # a stale socket of a service that is gone
+    # bound, made the owner's and listening under a name of its own, then moved: once
+    # ``path`` exists it answers, and only its owner (whom _answer checks all the same)
+    staging = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o177)
     try:
-        server.bind(str(path))
-    finally:
-        os.umask(old)
-    server.listen(64)
+        server.bind(str(staging))
+        os.chmod(staging, 0o600)
+        server.listen(64)
+        os.replace(staging, path)
+    except BaseException:
+        server.close()
+        staging.unlink(missing_ok=True)
+        raise
     server.settimeout(0.2)
     try:
         while stop is None or not stop.is_set():
