@@ -20,11 +20,11 @@ import json
 import os
 import shutil
 import tempfile
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.remote import RemoteRunner
 from autograder.sandbox import Limits, Outcome, Plan, Sandbox
 
 try:  # the ``dask`` extra: pip install 'scalegrade[dask]'
@@ -97,12 +97,15 @@ def run_submission(plugin: str, name: str, notebook: bytes, plan: Plan) -> str:
     return json.dumps(dataclasses.asdict(outcome))
 
 
-class DaskRunner:
+class DaskRunner(RemoteRunner):
     """The ``run(notebook, plan) -> Outcome`` of a Sandbox, on a Dask cluster.
 
     ``grade_batch(..., sandbox=DaskRunner(...), jobs=runner.threads)``: each grader thread
     waits on one submission's task, so ``jobs`` is the cluster's worker threads.
     """
+
+    isolation = "dask"
+    unavailable = "the Dask cluster could not run it"
 
     def __init__(self, client: Client, spec: SandboxSpec, *, owns_client: bool = False):
         self.client = client
@@ -134,28 +137,17 @@ class DaskRunner:
         """Worker threads in the cluster now."""
         return sum(self.client.nthreads().values())
 
-    def run(self, notebook: Path, plan: Plan) -> Outcome:
-        start = time.monotonic()
-        notebook = Path(notebook)
-        try:
-            data = notebook.read_bytes()
-        except OSError as err:
-            return Outcome(None, f"{notebook}: cannot read the notebook ({err})", 0.0, "dask", "")
-        try:
-            future = self.client.submit(
-                run_submission,
-                self.plugin,
-                notebook.name,
-                data,
-                plan,
-                key=f"scalegrade-{notebook.parent.name}-{uuid.uuid4().hex[:8]}",
-                pure=False,
-            )
-            doc = json.loads(future.result())
-        except Exception as err:  # noqa: BLE001 - the cluster's trouble, this submission's error
-            seconds = time.monotonic() - start
-            return Outcome(None, f"the Dask cluster could not run it: {err}", seconds, "dask", "")
-        return Outcome(**doc)
+    def _send(self, notebook: Path, data: bytes, plan: Plan) -> Outcome:
+        future = self.client.submit(
+            run_submission,
+            self.plugin,
+            notebook.name,
+            data,
+            plan,
+            key=f"scalegrade-{notebook.parent.name}-{uuid.uuid4().hex[:8]}",
+            pure=False,
+        )
+        return Outcome(**json.loads(future.result()))
 
     def close(self) -> None:
         try:
@@ -164,9 +156,3 @@ class DaskRunner:
             pass
         if self._owns_client:
             self.client.close()
-
-    def __enter__(self) -> DaskRunner:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

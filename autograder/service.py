@@ -28,10 +28,10 @@ import socket
 import struct
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 from autograder import wire
+from autograder.remote import RemoteRunner
 from autograder.sandbox import Limits, Outcome, Plan, Probe, Sandbox, SandboxError
 
 PROTOCOL = 1
@@ -152,7 +152,7 @@ def serve(path: Path, sandbox: Sandbox, stop: threading.Event | None = None) -> 
 # --------------------------------------------------------------------------- the client
 
 
-class ServiceRunner:
+class ServiceRunner(RemoteRunner):
     """The ``run(notebook, plan) -> Outcome`` of a Sandbox, by a warm sandbox service.
 
     ``hide``: the batch's folders, which the service's sandbox must hide; ``limits``: the
@@ -214,31 +214,15 @@ class ServiceRunner:
         if modules:
             self._ask({"op": "warm", "modules": modules})
 
-    def run(self, notebook: Path, plan: Plan) -> Outcome:
-        start = time.monotonic()
-        notebook = Path(notebook)
-        try:
-            data = notebook.read_bytes()
-        except OSError as err:
-            return Outcome(None, f"{notebook}: cannot read the notebook ({err})", 0.0, "", "")
+    def _send(self, notebook: Path, data: bytes, plan: Plan) -> Outcome:
         head = plan_to_json(plan)
         header = {"op": "run", "name": notebook.name, "plan_bytes": len(head)}
-        try:
-            with self._connect() as conn:
-                _msg, body = self._exchange(conn, header, head + data)
-            return Outcome(**json.loads(body))
-        except (SandboxError, ValueError, TypeError) as err:
-            seconds = time.monotonic() - start
-            return Outcome(None, f"the sandbox is unavailable: {err}", seconds, self.isolation, "")
+        with self._connect() as conn:
+            _msg, body = self._exchange(conn, header, head + data)
+        return Outcome(**json.loads(body))
 
     def close(self) -> None:
         """Nothing to close: the service stays warm for the next command."""
-
-    def __enter__(self) -> ServiceRunner:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def _within(path: str, folder: str) -> bool:

@@ -498,6 +498,35 @@ def bank(bank_dir: Path | None, show_coverage: bool) -> None:
     sys.exit(0 if cov.ok else 1)
 
 
+def _sandbox_options(f):
+    """--sandbox, --image, --gpus and --engine: the sandbox a command grades in."""
+    for option in reversed(
+        [
+            click.option(
+                "--sandbox",
+                "backend",
+                default="auto",
+                show_default=True,
+                type=click.Choice(["auto", "namespaces", "process", "docker"]),
+            ),
+            click.option(
+                "--image", help="Grading image for --sandbox docker (`make image` builds it)."
+            ),
+            click.option("--gpus", help="--gpus for --sandbox docker (e.g. all)."),
+            click.option(
+                "--engine",
+                default="auto",
+                show_default=True,
+                type=click.Choice(["auto", "docker", "podman"]),
+                help="The container engine of --sandbox docker: docker where its daemon "
+                "answers, else podman ($SCALEGRADE_PODMAN_ARGS: its global flags on this host).",
+            ),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
 @main.command()
 @click.argument("assignment")
 @click.argument(
@@ -537,23 +566,7 @@ def bank(bank_dir: Path | None, show_coverage: bool) -> None:
     type=click.Path(path_type=Path),
     help="The socket of `scalegrade sandbox-serve SOCKET`, for --executor service.",
 )
-@click.option(
-    "--sandbox",
-    "backend",
-    default="auto",
-    show_default=True,
-    type=click.Choice(["auto", "namespaces", "process", "docker"]),
-)
-@click.option("--image", help="Grading image for --sandbox docker (`make image` builds it).")
-@click.option("--gpus", help="--gpus for --sandbox docker (e.g. all).")
-@click.option(
-    "--engine",
-    default="auto",
-    show_default=True,
-    type=click.Choice(["auto", "docker", "podman"]),
-    help="The container engine of --sandbox docker: docker where its daemon answers, else "
-    "podman ($SCALEGRADE_PODMAN_ARGS: its global flags on this host).",
-)
+@_sandbox_options
 @click.option(
     "--db",
     "db_url",
@@ -882,13 +895,7 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
 
 @main.command("sandbox-serve")
 @click.argument("socket_path", metavar="SOCKET", type=click.Path(path_type=Path))
-@click.option(
-    "--sandbox",
-    "backend",
-    default="auto",
-    show_default=True,
-    type=click.Choice(["auto", "namespaces", "process", "docker"]),
-)
+@_sandbox_options
 @click.option(
     "--hide",
     multiple=True,
@@ -898,11 +905,6 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
 )
 @click.option("--jobs", default=2, show_default=True, type=click.IntRange(min=1))
 @click.option("--timeout", default=120.0, show_default=True, help="Wall seconds per submission.")
-@click.option("--image", help="Grading image for --sandbox docker (`make image` builds it).")
-@click.option("--gpus", help="--gpus for --sandbox docker (e.g. all).")
-@click.option(
-    "--engine", default="auto", show_default=True, type=click.Choice(["auto", "docker", "podman"])
-)
 @click.option(
     "--preload",
     multiple=True,

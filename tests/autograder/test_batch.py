@@ -18,6 +18,7 @@ from generator import bank
 from generator.release import release
 from generator.roster import parse
 from scalegrade.demo import SCENARIOS, simulate
+from tests.autograder.demo_course import release_hw1
 
 N = len(SCENARIOS) + 2  # every scenario, and two honest students
 
@@ -25,16 +26,7 @@ N = len(SCENARIOS) + 2  # every scenario, and two honest students
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
-    roster = parse(
-        "student_id,name,email\n" + "".join(f"s{i:02d},S {i},s{i}@x\n" for i in range(N))
-    )
-    release(
-        bank.load().assignment("tdlsm/hw1"),
-        roster,
-        secret=b"k" * 32,
-        out=root / "hw1",
-        with_solutions=True,
-    )
+    release_hw1(root, N)
     played = simulate(root / "hw1" / "release", root / "hw1" / "keys", root / "subs")
     hide = [root / "hw1", root / "grades"]
     with Sandbox(limits=Limits(wall_seconds=60), hide=hide) as sandbox:

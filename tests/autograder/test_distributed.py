@@ -8,8 +8,6 @@ as GB), a code mistake (a sum() ring), the cheating notebook and an honest one.
 from __future__ import annotations
 
 import os
-import shutil
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -17,36 +15,14 @@ from click.testing import CliRunner
 from distributed import Client, LocalCluster
 
 from autograder.distributed import DaskRunner, SandboxSpec, run_submission
-from autograder.gradebook import Gradebook
 from autograder.sandbox import Limits, Plan
-from generator import bank
-from generator.release import release
-from generator.roster import parse
 from scalegrade.cli import main
-from scalegrade.demo import simulate
-
-PICKED = {"s00": "GiB read as GB", "s03": "sum() ring", "s06": "cheating notebook"}
-HONEST = "s07"
+from tests.autograder.demo_course import HONEST, PICKED, grade_cli, picked_course
 
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    root = tmp_path_factory.mktemp("course")
-    roster = parse(
-        "student_id,name,email\n" + "".join(f"s{i:02d},S {i},s{i}@x\n" for i in range(8))
-    )
-    release(
-        bank.load().assignment("tdlsm/hw1"),
-        roster,
-        secret=b"k" * 32,
-        out=root / "hw1",
-        with_solutions=True,
-    )
-    played = simulate(root / "hw1" / "release", root / "hw1" / "keys", root / "all")
-    assert {s: played[s] for s in PICKED} == PICKED and played[HONEST] == "honest"
-    for student in [*PICKED, HONEST]:
-        shutil.copytree(root / "all" / student, root / "subs" / student)
-    return root
+    return picked_course(tmp_path_factory.mktemp("course"))
 
 
 @pytest.fixture(scope="module")
@@ -57,20 +33,9 @@ def cluster():
         yield local
 
 
-def _grade(root: Path, out: str, *extra: str) -> list[dict]:
-    args = ["grade", "tdlsm/hw1", str(root / "subs"), "--keys", str(root / "hw1" / "keys")]
-    done = CliRunner().invoke(main, [*args, "--out", str(root / out), "--no-reveal", *extra])
-    assert done.exit_code == 0, done.output
-    book = Gradebook(f"sqlite:///{root / out / 'gradebook.sqlite'}")
-    try:
-        return book.results("tdlsm/hw1")
-    finally:
-        book.close()
-
-
 def test_a_dask_cluster_grades_exactly_like_the_local_executor(course, cluster):
-    local = _grade(course, "grades-local")
-    dask = _grade(
+    local = grade_cli(course, "grades-local")
+    dask = grade_cli(
         course, "grades-dask", "--executor", "dask", "--scheduler", cluster.scheduler_address
     )
 

@@ -22,38 +22,17 @@ import pytest
 from click.testing import CliRunner
 
 from autograder import service, wire
-from autograder.gradebook import Gradebook
 from autograder.sandbox import Limits, Plan, Probe, Sandbox, SandboxError
 from autograder.service import ServiceRunner, plan_from_json, plan_to_json, serve
-from generator import bank
-from generator.release import release
-from generator.roster import parse
 from scalegrade.cli import main
-from scalegrade.demo import simulate
+from tests.autograder.demo_course import HONEST, PICKED, grade_cli, picked_course
 
-PICKED = {"s00": "GiB read as GB", "s03": "sum() ring", "s06": "cheating notebook"}
-HONEST = "s07"
 LIMITS = Limits(wall_seconds=120.0)  # `grade`'s default --timeout, no --gpus
 
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    root = tmp_path_factory.mktemp("course")
-    roster = parse(
-        "student_id,name,email\n" + "".join(f"s{i:02d},S {i},s{i}@x\n" for i in range(8))
-    )
-    release(
-        bank.load().assignment("tdlsm/hw1"),
-        roster,
-        secret=b"k" * 32,
-        out=root / "hw1",
-        with_solutions=True,
-    )
-    played = simulate(root / "hw1" / "release", root / "hw1" / "keys", root / "all")
-    assert {s: played[s] for s in PICKED} == PICKED and played[HONEST] == "honest"
-    for student in [*PICKED, HONEST]:
-        shutil.copytree(root / "all" / student, root / "subs" / student)
-    return root
+    return picked_course(tmp_path_factory.mktemp("course"))
 
 
 @pytest.fixture(scope="module")
@@ -75,22 +54,11 @@ def warm(course):
     assert not path.exists()  # the socket goes with the service
 
 
-def _grade(root: Path, out: str, *extra: str) -> list[dict]:
-    args = ["grade", "tdlsm/hw1", str(root / "subs"), "--keys", str(root / "hw1" / "keys")]
-    done = CliRunner().invoke(main, [*args, "--out", str(root / out), "--no-reveal", *extra])
-    assert done.exit_code == 0, done.output
-    book = Gradebook(f"sqlite:///{root / out / 'gradebook.sqlite'}")
-    try:
-        return book.results("tdlsm/hw1")
-    finally:
-        book.close()
-
-
 def test_the_warm_service_grades_exactly_like_the_commands_own_sandbox(course, warm):
     path, _ = warm
-    local = _grade(course, "grades-local")
-    served = _grade(course, "grades-service", "--executor", "service", "--service", str(path))
-    again = _grade(course, "grades-again", "--executor", "service", "--service", str(path))
+    local = grade_cli(course, "grades-local")
+    served = grade_cli(course, "grades-service", "--executor", "service", "--service", str(path))
+    again = grade_cli(course, "grades-again", "--executor", "service", "--service", str(path))
 
     assert [r["student_id"] for r in served] == sorted([*PICKED, HONEST])
     for mine, theirs, later in zip(local, served, again, strict=True):
