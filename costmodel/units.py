@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from functools import cache
 from typing import Any
 
@@ -72,6 +73,21 @@ eflop = 1e18 * FLOP
 # megabyte, not a millibit; "kb" keeps its standard meaning, the kilobit).
 
 
+def _pint():
+    """pint, imported without dask where dask is installed but not yet imported: pint.compat
+    imports dask (80-100 ms, as long as pint itself) only to handle dask arrays, which no
+    course quantity is.  An ``import dask`` later (the Dask runner) loads it as usual."""
+    if "pint" not in sys.modules and "dask" not in sys.modules:
+        sys.modules["dask"] = None  # find_spec("dask") is None while pint loads
+        try:
+            import pint
+        finally:
+            del sys.modules["dask"]
+    import pint
+
+    return pint
+
+
 @cache
 def registry() -> Any:
     """A small pint registry holding only the courses' units.
@@ -80,9 +96,7 @@ def registry() -> Any:
     gigapoise, a viscosity); this one knows bytes and bits with decimal and binary
     prefixes, FLOP, time, power, energy, mass (for emissions) and percent.
     """
-    import pint
-
-    ureg = pint.UnitRegistry(None)
+    ureg = _pint().UnitRegistry(None)
     for line in _DEFINITIONS.strip().splitlines():
         ureg.define(line)
     return ureg
@@ -114,8 +128,7 @@ def to_si(text: str | float | int, unit: str) -> float:
     s = text.strip().replace("_", "")
     if _NUMBER.match(s):
         return float(s)
-    import pint
-
+    pint = _pint()
     ureg = registry()
     expected = f"expected {_WORDS.get(unit, unit)}, e.g. '{_example(unit)}'"
     if not _LEADING_NUMBER.match(s):

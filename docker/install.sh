@@ -80,6 +80,9 @@ target="$source_dir"
 [ -n "$extras" ] && target="$source_dir[$extras]"
 if [ "$editable" = 1 ]; then
     "${pip[@]}" install --quiet -e "$target"
+    # Bytecode for the sources, as pip writes it for an installed package: where
+    # PYTHONDONTWRITEBYTECODE is set (CI images), every command would compile them again.
+    (cd "$source_dir" && "$py" -m compileall -q -j 0 autograder contract costmodel generator scalegrade >/dev/null)
 else
     "${pip[@]}" install --quiet "$target"
 fi
