@@ -46,6 +46,7 @@ def test_is_slice_of_is_the_loop_of_allclose_over_every_window():
     """The vectorised test against its definition: np.allclose at each offset (checktools.close)."""
     rng = np.random.default_rng(7)
     full = rng.standard_normal(24)
+    full[[9, 17]] = full[2]  # three offsets start with the same number
 
     def loop(values):
         m = values.size
@@ -55,6 +56,7 @@ def test_is_slice_of_is_the_loop_of_allclose_over_every_window():
 
     cases = [full[5:11], full[5:11] * (1 + 5e-7), full[5:11] * (1 + 5e-6), full[:23], full]
     cases += [full[3:9] + rng.standard_normal(6) * 1e-3, np.array([]), full[2:4][::-1]]
+    cases += [full[2:8], full[17:23], np.r_[full[2], full[10:14]], np.r_[full[2], full[4:8]]]
     cases += [np.array([full[4], np.nan]), np.array([full[4], np.inf]), full[0:1]]
     for values in cases:
         assert is_slice_of(values, full) == loop(values), values
