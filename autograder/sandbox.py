@@ -29,6 +29,7 @@ Backends:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import itertools
 import json
@@ -596,7 +597,16 @@ def _probe_request(p: Probe) -> dict:
         "seed": int(p.seed),
         "params_json": json.dumps(p.params, allow_nan=False),
         "isolated": bool(p.isolated),
+        **(_compiled(p.source, p.id) if p.isolated else {}),
     }
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(source: str, probe_id: str) -> dict:
+    """A probe's checks compiled for the probe process, once per batch (prober.compiled)."""
+    from autograder import prober
+
+    return prober.compiled(source, probe_id)
 
 
 def _plan_request(plan: Plan) -> dict:

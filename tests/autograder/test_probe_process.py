@@ -7,6 +7,7 @@ S sends as hostile.  Each test below is a notebook doing what a cheating student
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -224,6 +225,39 @@ def test_a_missing_function_is_named(sandbox, tmp_path):
         "ok": False,
         "error": "function double is not defined",
     }
+
+
+def test_checks_that_do_not_compile_are_that_probes_error(sandbox, tmp_path):
+    broken = PROBE.replace("def probe(student, seed, params):", "def probe(student, seed:")
+    harvest = _run(sandbox, tmp_path, HONEST, "q1_found = 1", the_plan=plan(source=broken))
+    result = harvest["probes"]["q2-double"]
+    assert not result["ok"] and result["error"].startswith("SyntaxError"), result
+
+
+def test_the_grader_compiles_the_checks_once_and_the_probe_process_runs_that_code():
+    """prober.compiled, in the grader (sandbox._compiled: once per source and probe); in
+    P, prober._code runs that code object where it is this interpreter's bytecode for this
+    very probe, and compiles the source otherwise."""
+    from autograder import prober
+    from autograder.sandbox import _compiled
+
+    source = "def probe(student, seed, params):\n    return 'source'\n"
+    graders = "def probe(student, seed, params):\n    return 'compiled'\n"
+
+    def runs(request: dict) -> str:
+        ns: dict = {}
+        exec(prober._code(request, prober.checks_filename("q1-f")), ns)  # noqa: S102
+        return ns["probe"](None, 0, {})
+
+    request = {"id": "q1-f", "source": source}
+    assert runs(request) == "source"  # nothing compiled: P compiles
+    assert runs(request | prober.compiled(graders, "q1-f")) == "compiled"  # not compiled again
+    assert runs(request | prober.compiled(graders, "q1-f") | {"magic": "0d0d0a00"}) == "source"
+    assert runs(request | prober.compiled(graders, "q7-other")) == "source"  # another probe's
+    for blob in ("not base64 at all", base64.b64encode(b"\x00garbage").decode()):
+        assert runs(request | {"code": blob, "magic": prober._MAGIC}) == "source"
+    assert prober.compiled("def probe(:\n", "q1-f") == {}  # P reports the SyntaxError
+    assert _compiled(source, "q1-f") is _compiled(source, "q1-f")
 
 
 # --- the wire: what P accepts from S ----------------------------------------------------
