@@ -771,6 +771,9 @@ def _plain(value, depth: int = 0):
     raise TypeError(f"a probe result of type {type(value).__name__}")
 
 
+_MAGIC = importlib.util.MAGIC_NUMBER.hex()  # the bytecode version of this interpreter
+
+
 def checks_filename(probe_id: str) -> str:
     """The file name of a probe's checks in its code objects and tracebacks."""
     return f"<checks {probe_id}>"
@@ -786,9 +789,6 @@ def compiled(source: str, probe_id: str) -> dict:
     except (SyntaxError, ValueError):
         return {}
     return {"code": base64.b64encode(marshal.dumps(code)).decode(), "magic": _MAGIC}
-
-
-_MAGIC = importlib.util.MAGIC_NUMBER.hex()
 
 
 def _code(probe: dict, filename: str) -> types.CodeType:
