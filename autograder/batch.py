@@ -21,15 +21,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autograder import item_report, outputs
 from autograder.grade import StudentResult
-from autograder.gradebook import Gradebook, GradebookError, result_to_json
 from autograder.keys import Keys
 from autograder.lateness import Extension
 from autograder.submission import Runner, content_hash, grade_one
 from autograder.submitted_at import SubmittedAt, submitted_at
 from contract import Key, KeyFileError, Policy, Release, times
+
+if TYPE_CHECKING:
+    from autograder.gradebook import Gradebook
+
+GRADEBOOK = "gradebook.sqlite"  # in the output folder, without a database URL
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,8 @@ def publish(
     """Write an assignment's files again from the gradebook (no notebook runs): the named
     students' results.json and feedback (everyone's when None), and the reports.
     ``keys``: the assignment's, where loaded already (else read where it was graded)."""
+    from autograder.gradebook import GradebookError
+
     row = book.assignment(assignment)
     if not row.keys_dir or not row.out_dir:
         raise GradebookError(f"{assignment}: the gradebook does not say where its files are")
@@ -171,17 +178,32 @@ def grade_batch(
     chosen = reveal
     reveal = reveal_now(info.due, info.policy, info.timezone) if reveal is None else reveal
     out.mkdir(parents=True, exist_ok=True)
-    book = Gradebook(db_url or f"sqlite:///{(out / 'gradebook.sqlite').resolve()}")
-    book.record_release(info, keys.folder, out, reveal=chosen)
+    # A gradebook not made yet holds no attempt, so nothing can be unchanged: the first
+    # submissions then start while it is made (SQLAlchemy's import and the tables, 0.2 s)
+    fresh = db_url is None and not extensions and not (out / GRADEBOOK).exists()
+    book: Gradebook | None = None
+    opened = threading.Event()  # set once the book is open, or could not be
     moved: dict[str, set[str]] = {}  # standings that changed besides those graded now
-    if extensions:
+
+    def open_book() -> None:
+        nonlocal book
+        from autograder.gradebook import Gradebook
+
+        book = Gradebook(db_url or f"sqlite:///{(out / GRADEBOOK).resolve()}")
         try:
-            book.add_extensions(extensions)
-        except GradebookError:
+            book.record_release(info, keys.folder, out, reveal=chosen)
+            if extensions:
+                book.add_extensions(extensions)
+                for m in book.restate({e.student_id for e in extensions}):
+                    moved.setdefault(m.assignment, set()).add(m.student_id)
+        except BaseException:
             book.close()
+            book = None
             raise
-        for m in book.restate({e.student_id for e in extensions}):
-            moved.setdefault(m.assignment, set()).add(m.student_id)
+
+    if not fresh:
+        open_book()
+        opened.set()
     found = find_submissions(submissions, info.notebook)
     counts = {"graded": 0, "skipped": 0, "errors": 0}
     warnings: list[str] = []
@@ -205,7 +227,11 @@ def grade_batch(
         if key is None:
             result = StudentResult(student_id, 0.0, 0.0, [], error=problem)
         else:
-            if notebook is not None and not regrade and unchanged(student_id, notebook, key):
+            if (
+                notebook is not None
+                and not (fresh or regrade)
+                and unchanged(student_id, notebook, key)
+            ):
                 with lock:
                     counts["skipped"] += 1
                 if on_done:
@@ -230,6 +256,11 @@ def grade_batch(
                     error=f"the grader failed on this submission: {type(err).__name__}: {err}",
                 )
         digest = keys.digest(key) if key else None
+        opened.wait()
+        if book is None:
+            return  # the gradebook did not open: the batch raises why
+        from autograder.gradebook import result_to_json
+
         with lock:
             doc, also = book.record(
                 info.assignment,
@@ -250,8 +281,20 @@ def grade_batch(
 
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            for future in [pool.submit(one, sid, nb) for sid, nb in found.items()]:
+            futures = [pool.submit(one, sid, nb) for sid, nb in found.items()]
+            if fresh:
+                try:
+                    open_book()
+                except BaseException:
+                    for future in futures:
+                        future.cancel()
+                    raise
+                finally:
+                    opened.set()
+            for future in futures:
                 future.result()
+        from autograder.gradebook import GradebookError
+
         publish(book, info.assignment, moved.pop(info.assignment, set()), keys)
         for other, students in sorted(moved.items()):  # a late-day pool spent anew
             try:
@@ -260,7 +303,8 @@ def grade_batch(
                 warnings.append(f"{other}: its files were not written again: {err}")
         results = book.results(info.assignment)
     finally:
-        book.close()
+        if book is not None:
+            book.close()
     return Summary(
         counts["graded"],
         counts["skipped"],

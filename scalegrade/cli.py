@@ -844,7 +844,6 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
     from rich.progress import Progress  # ...while the grader imports the rest
 
     from autograder.batch import grade_batch
-    from autograder.gradebook import GradebookError
 
     with (
         runner as sandbox,
@@ -864,7 +863,11 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
                 on_done=lambda _r: bar.advance(task),
                 **late_input,
             )
-        except GradebookError as err:
+        except Exception as err:
+            from autograder.gradebook import GradebookError  # SQLAlchemy: loaded by the batch
+
+            if not isinstance(err, GradebookError):
+                raise
             fail(f"{opts.get('extensions_file')}: nothing recorded, nothing graded:\n{err}")
     table = Table(
         title=f"{assignment}: {summary.graded} graded, {summary.skipped} unchanged, "

@@ -7,6 +7,8 @@ the SQLite gradebook.  The scenarios are the demo's (scalegrade/demo.py).
 from __future__ import annotations
 
 import json
+import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -123,6 +125,50 @@ def test_a_submission_without_a_key_or_notebook_is_a_recorded_error(graded, tmp_
     errors = {r["student_id"]: r["error"] for r in summary.results}
     assert "no key for student 'stranger'" in errors["stranger"]
     assert "no hw1.ipynb submitted" in errors["s00"]
+
+
+class Watched:
+    """The real sandbox, telling when its first run starts."""
+
+    def __init__(self, box: Sandbox):
+        self.box, self.ran = box, threading.Event()
+
+    def run(self, notebook, plan):
+        self.ran.set()
+        return self.box.run(notebook, plan)
+
+
+def test_a_new_gradebook_opens_while_the_first_submissions_run(graded, tmp_path, monkeypatch):
+    """Nothing can be unchanged in a gradebook not made yet: the submissions start first
+    (here the gradebook waits until one has), and every one is recorded once it opens.
+    One that cannot open then records nothing, and the batch says why."""
+    from autograder import gradebook
+
+    root, summary, _, _ = graded
+    keys = Keys(root / "hw1" / "keys")
+    opened = gradebook.Gradebook.__init__
+    with Sandbox(limits=Limits(wall_seconds=60), hide=[root / "hw1"]) as box:
+        runner = Watched(box)
+
+        def after_a_run(self, *args, **kwargs):
+            assert runner.ran.wait(60), "the gradebook opened before any submission ran"
+            opened(self, *args, **kwargs)
+
+        monkeypatch.setattr(gradebook.Gradebook, "__init__", after_a_run)
+        again = grade_batch(keys, root / "subs", tmp_path / "grades", sandbox=runner, reveal=False)
+        assert again.graded + again.errors == N and again.skipped == 0
+        assert [r["score"] for r in again.results] == [r["score"] for r in summary.results]
+
+        def full(self, *args, **kwargs):
+            raise gradebook.GradebookError("the disk is full")
+
+        monkeypatch.setattr(gradebook.Gradebook, "record_release", full)
+        subs = tmp_path / "two"
+        for sid in sorted(p.name for p in (root / "subs").iterdir())[:2]:
+            shutil.copytree(root / "subs" / sid, subs / sid)
+        with pytest.raises(gradebook.GradebookError, match="the disk is full"):
+            grade_batch(keys, subs, tmp_path / "none", sandbox=Watched(box), reveal=False)
+    assert not list((tmp_path / "none").glob("*/results.json"))
 
 
 @pytest.fixture(scope="module")
