@@ -179,41 +179,59 @@ def grade_batch(
     reveal = reveal_now(info.due, info.policy, info.timezone) if reveal is None else reveal
     out.mkdir(parents=True, exist_ok=True)
     # A gradebook not made yet holds no attempt, so nothing can be unchanged: the first
-    # submissions then start while it is made (SQLAlchemy's import and the tables, 0.2 s)
+    # submissions then run while it is made (SQLAlchemy's import and the tables, 0.2 s),
+    # and what they graded before it opened is recorded then
     fresh = db_url is None and not extensions and not (out / GRADEBOOK).exists()
     book: Gradebook | None = None
-    opened = threading.Event()  # set once the book is open, or could not be
+    early: list[tuple] = []  # graded before a fresh book opened: record() once it has
     moved: dict[str, set[str]] = {}  # standings that changed besides those graded now
 
-    def open_book() -> None:
-        nonlocal book
+    def open_book() -> Gradebook:
         from autograder.gradebook import Gradebook
 
-        book = Gradebook(db_url or f"sqlite:///{(out / GRADEBOOK).resolve()}")
+        opened = Gradebook(db_url or f"sqlite:///{(out / GRADEBOOK).resolve()}")
         try:
-            book.record_release(info, keys.folder, out, reveal=chosen)
+            opened.record_release(info, keys.folder, out, reveal=chosen)
             if extensions:
-                book.add_extensions(extensions)
-                for m in book.restate({e.student_id for e in extensions}):
+                opened.add_extensions(extensions)
+                for m in opened.restate({e.student_id for e in extensions}):
                     moved.setdefault(m.assignment, set()).add(m.student_id)
         except BaseException:
-            book.close()
-            book = None
+            opened.close()
             raise
+        return opened
 
     if not fresh:
-        open_book()
-        opened.set()
+        book = open_book()
     found = find_submissions(submissions, info.notebook)
     counts = {"graded": 0, "skipped": 0, "errors": 0}
     warnings: list[str] = []
-    lock = threading.Lock()  # counts and gradebook writes, from the worker threads
+    lock = threading.Lock()  # the book, counts and gradebook writes, from the worker threads
 
     def unchanged(student_id: str, notebook: Path, key) -> bool:
         graded = content_hash(notebook)  # the key's digest only then: it needs pint
         return book.unchanged(info.assignment, student_id, graded) and book.unchanged(
             info.assignment, student_id, graded, keys.digest(key)
         )
+
+    def record(result: StudentResult, when, notebook: Path | None, key, digest) -> dict:
+        """Record one result in the open book (``lock`` held); the student's standing."""
+        from autograder.gradebook import result_to_json
+
+        doc, also = book.record(
+            info.assignment,
+            result,
+            result_to_json(result),
+            submitted=when,
+            notebook=notebook,
+            key_sha256=digest,
+            checks=keys.checks_used(key) if key else None,
+            policy=info.policy,
+        )
+        counts["errors" if result.error else "graded"] += 1
+        for m in also:
+            moved.setdefault(m.assignment, set()).add(m.student_id)
+        return doc
 
     def one(student_id: str, notebook: Path | None) -> None:
         when = submitted_at(student_id, notebook, manifest=manifest, zone=info.timezone)
@@ -255,27 +273,15 @@ def grade_batch(
                     [],
                     error=f"the grader failed on this submission: {type(err).__name__}: {err}",
                 )
-        digest = keys.digest(key) if key else None
-        opened.wait()
-        if book is None:
-            return  # the gradebook did not open: the batch raises why
-        from autograder.gradebook import result_to_json
-
+        digest = keys.digest(key) if key else None  # pint: not under the lock
         with lock:
-            doc, also = book.record(
-                info.assignment,
-                result,
-                result_to_json(result),
-                submitted=when,
-                notebook=notebook,
-                key_sha256=digest,
-                checks=keys.checks_used(key) if key else None,
-                policy=info.policy,
-            )
-            counts["errors" if result.error else "graded"] += 1
-            for m in also:
-                moved.setdefault(m.assignment, set()).add(m.student_id)
-        write_student(out, doc, info, key, reveal)
+            if book is None:  # a fresh book still being made
+                early.append((result, when, notebook, key, digest))
+                doc = None
+            else:
+                doc = record(result, when, notebook, key, digest)
+        if doc is not None:
+            write_student(out, doc, info, key, reveal)
         if on_done:
             on_done(result)
 
@@ -284,13 +290,16 @@ def grade_batch(
             futures = [pool.submit(one, sid, nb) for sid, nb in found.items()]
             if fresh:
                 try:
-                    open_book()
-                except BaseException:
+                    opened = open_book()
+                except BaseException:  # nothing recorded: the batch says why
                     for future in futures:
                         future.cancel()
                     raise
-                finally:
-                    opened.set()
+                with lock:
+                    book = opened
+                    docs = [(record(*entry), entry[3]) for entry in early]
+                for doc, key in docs:
+                    write_student(out, doc, info, key, reveal)
             for future in futures:
                 future.result()
         from autograder.gradebook import GradebookError
