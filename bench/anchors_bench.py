@@ -48,9 +48,10 @@ printed).  Peak memory: PSS, the summed proportional set size of the process tre
 sampled every 0.1 s with psutil (shared pages counted once, so forked workers are not
 counted twice), and RSS, the largest single process's peak RSS from the same rusage.
 The targets compare wall time per submission: nbgrader >= 20x and otter >= 60x
-ScaleGrade's.  ``--tools ...,scalegrade-warm`` adds ScaleGrade through a warm sandbox
-(``scalegrade sandbox-serve``, started and warmed by one command before the rounds, not
-timed): its row is the ``grade`` command alone, the service's CPU and memory not counted.
+ScaleGrade's, both as one ``scalegrade grade`` command with a sandbox of its own and
+(``scalegrade-warm``) through a warm sandbox (``scalegrade sandbox-serve``, started and
+warmed by one command before the rounds, not timed): that row is the ``grade`` command
+alone, the service's CPU and memory not counted.
 The unit is a cold ``python -c "import numpy"`` measured in the same run.
 
 A full run takes 15-20 minutes on this 2-core machine, nearly all of it otter's
@@ -58,7 +59,7 @@ A full run takes 15-20 minutes on this 2-core machine, nearly all of it otter's
 --submissions 6`` about 2-3 minutes.
 
     .venv/bin/python bench/anchors_bench.py [--rounds 3] [--submissions 20]
-        [--tools scalegrade,nbgrader,otter] [--jobs 2] [--keep DIR]
+        [--tools scalegrade,scalegrade-warm,nbgrader,otter] [--jobs 2] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -91,7 +92,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ANCHORS = Path(__file__).resolve().parent / "anchors"
 BIN = Path(sys.executable).parent  # the venv's bin/: scalegrade, nbgrader, otter, alembic
 TOOLS = ("scalegrade", "scalegrade-warm", "nbgrader", "otter")
-DEFAULT_TOOLS = ("scalegrade", "nbgrader", "otter")
 TARGETS = {"nbgrader": 20.0, "otter": 60.0}  # per-submission time, as a multiple of ScaleGrade's
 PARTS = ("memory", "ring", "dpo")
 QUESTIONS = (
@@ -645,7 +645,7 @@ def main() -> None:
     parser.add_argument("--submissions", type=int, default=20)
     parser.add_argument(
         "--tools",
-        default=",".join(DEFAULT_TOOLS),
+        default=",".join(TOOLS),
         help=f"a subset of {','.join(TOOLS)} (scalegrade-warm: through `sandbox-serve`)",
     )
     parser.add_argument("--jobs", type=int, default=2, help="ScaleGrade's --jobs")
