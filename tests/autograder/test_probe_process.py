@@ -354,12 +354,41 @@ def test_rounds_call_each_rank_again_in_the_same_process(sandbox, tmp_path):
     assert first[0][0] != os.getpid() and len({first[0][0], second[1][0]}) == 2
 
 
-def test_rounds_need_the_same_ranks_in_every_round():
+SMALLER_ROUNDS_PROBE = """
+ISOLATED = True
+
+
+def probe(student, seed, params):
+    rounds = [[(r, 0) for r in range(3)], [(0, 1)], [(r, 2) for r in range(2)]]
+    out = student.rounds(rounds, seconds=15)
+    return [[o if isinstance(o, list) else f"{type(o).__name__}: {o}" for o in k] for k in out]
+"""
+
+
+@needs_root
+def test_a_smaller_round_is_made_by_the_first_ranks_and_skipped_by_the_others(sandbox, tmp_path):
+    """Rounds of 3, 1 and 2 calls on 3 processes (the tensor-parallel check's t = 2, 4, 8 on
+    8): rank r makes the calls of the rounds it is in, in order, in its own process."""
+    plan = Plan(("q1_found",), (Probe("q3-who", "who", SMALLER_ROUNDS_PROBE, SEED, {}, True),))
+    cell = ROUNDS_CELL.replace("rank == 1 and round_ == 0", "rank == 1 and round_ == 2")
+    cell = cell.replace("not in the first round", "not in the third round")
+    harvest = _run(sandbox, tmp_path, cell, the_plan=plan)
+    first, second, third = harvest["probes"]["q3-who"]["result"]
+    assert [len(first), len(second), len(third)] == [3, 1, 2]
+    assert second[0] == [first[0][0], [0, 1]] and third[0] == [first[0][0], [0, 1, 2]]
+    assert first[1][1] == [0] and third[1] == "ValueError: not in the third round"
+    assert first[2].startswith("RuntimeError: rank 2's process ended")  # in no later round
+    assert len({first[0][0], first[1][0]}) == 2
+
+
+def test_rounds_need_a_call_in_each_and_gloo_every_rank_in_each():
     from autograder import prober
 
-    with pytest.raises(ValueError, match="one call per rank, for the same ranks"):
-        prober.Student(None, "who").rounds([[(0,), (1,)], [(0,)]])
-    with pytest.raises(ValueError, match="one call per rank"):
+    with pytest.raises(ValueError, match="one call per rank of its group"):
+        prober.Student(None, "who").rounds([[(0,), (1,)], [(0,)]], gloo=True)
+    with pytest.raises(ValueError, match="at least one rank"):
+        prober.Student(None, "who").rounds([[(0,)], []])
+    with pytest.raises(ValueError, match="at least one rank"):
         prober.Student(None, "who").rounds([])
 
 

@@ -3,10 +3,10 @@
 ``probe`` runs in the probe process, beside the student's: for t = 2, 4 and 8 it runs the
 student's ``tp_mlp_forward(x, w1, w2, rank, t, all_reduce)`` on t ranks, each a process
 forked from the student's that gets its own matrices only, with an all_reduce held here
-that sums what the ranks pass in the same call and logs every message.  Each t runs twice: with
-the real matrices, then with every rank's copy of W₁ and W₂ filled with NaN outside its own
-columns and rows.  ``grade`` runs in the trusted process: it redraws X, W₁, W₂ and
-recomputes GeLU(X W₁) W₂ in NumPy.
+that sums what the ranks pass in the same call and logs every message.  Each t runs twice:
+with every rank's copy of W₁ and W₂ filled with NaN outside its own columns and rows, then
+with the real matrices (8 processes serve all six rounds).  ``grade`` runs in the trusted
+process: it redraws X, W₁, W₂ and recomputes GeLU(X W₁) W₂ in NumPy.
 
 The three properties are separated on purpose: the value (every rank ends with the MLP
 output), the communication (one all-reduce of a b × d tensor) and the locality (a rank's
@@ -110,25 +110,28 @@ def _all_reduce(student, t: int, messages: list[list]):
     return all_reduce_for
 
 
-def _simulate(student, case: dict) -> tuple[list[dict], list[dict]]:
-    """Run the t ranks, each a process of the student's, twice in the same processes:
-    poisoned, then clean.  Poisoned first, so that no rank can have kept the other ranks'
-    clean blocks from a clean run (the ranks share the student's files).  Per round and
+def _simulate(student, cs: list[dict]) -> list[tuple[list[dict], list[dict]]]:
+    """Run every case on its t ranks, in one set of processes of the student's (as many
+    as the largest t; ranks 0 … t − 1 serve each case): every case poisoned, then every
+    case clean.  Poisoned first, so that no rank can have kept the other ranks' clean
+    blocks from a clean run (the ranks share the student's files); each case draws its
+    own matrices, so a clean run tells nothing about another case.  Per case, round and
     rank: error, result and the messages it sent."""
     import torch
 
-    t = case["t"]
     rounds, logs = [], []
     for poison in (True, False):
-        messages: list[list] = [[] for _ in range(t)]
-        all_reduce_for = _all_reduce(student, t, messages)  # each round its own all-reduce
-        calls = []
-        for rank in range(t):
-            w1, w2 = poisoned(case, rank) if poison else (case["w1"], case["w2"])
-            args = [torch.tensor(a, dtype=torch.float64) for a in (case["x"], w1, w2)]
-            calls.append((*args, rank, t, all_reduce_for(rank)))
-        rounds.append(calls)
-        logs.append(messages)
+        for case in cs:
+            t = case["t"]
+            messages: list[list] = [[] for _ in range(t)]
+            all_reduce_for = _all_reduce(student, t, messages)  # each round its own all-reduce
+            calls = []
+            for rank in range(t):
+                w1, w2 = poisoned(case, rank) if poison else (case["w1"], case["w2"])
+                args = [torch.tensor(a, dtype=torch.float64) for a in (case["x"], w1, w2)]
+                calls.append((*args, rank, t, all_reduce_for(rank)))
+            rounds.append(calls)
+            logs.append(messages)
     runs = []
     for outs, messages in zip(student.rounds(rounds, seconds=WAIT_S), logs, strict=True):
         ranks = []
@@ -140,17 +143,19 @@ def _simulate(student, case: dict) -> tuple[list[dict], list[dict]]:
                 rec["result"] = _record(out)
             ranks.append(rec)
         runs.append(ranks)
-    return runs[0], runs[1]
+    return list(zip(runs[: len(cs)], runs[len(cs) :], strict=True))
 
 
 def probe(student, seed: int, params: dict) -> dict:
-    """Run ``tp_mlp_forward`` on t ranks for each degree, poisoned then clean (one process
-    per rank for both: :func:`_simulate`)."""
-    runs = []
-    for c in cases(seed):
-        nan, clean = _simulate(student, c)
-        runs.append({"t": c["t"], "clean": clean, "nan": nan})
-    return {"runs": runs}
+    """Run ``tp_mlp_forward`` on t ranks for each degree, poisoned then clean (one set of
+    processes for all of it: :func:`_simulate`)."""
+    cs = cases(seed)
+    return {
+        "runs": [
+            {"t": c["t"], "clean": clean, "nan": nan}
+            for c, (nan, clean) in zip(cs, _simulate(student, cs), strict=True)
+        ]
+    }
 
 
 # --- grade (trusted) ---------------------------------------------------------------------
