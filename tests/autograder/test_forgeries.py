@@ -254,7 +254,9 @@ def test_calculator_forgeries_score_what_their_plain_version_scores(sandbox, tmp
 def test_an_eval_cut_short_in_a_child_still_shows(sandbox, tmp_path):
     """An eval run in a forked child and killed after 50 ms is quick, but the payload's list
     is already allocated: the job's cgroup counts the child's memory.  (An eval cut after a
-    millisecond would run too little to show: the nearest a timer gets to a parser.)"""
+    millisecond would run too little to show: the nearest a timer gets to a parser.)  The
+    50 ms count from the child's first line, not from its fork, which two busy test workers
+    can leave waiting for a core."""
     if sandbox.memory.get("cgroup") is None:
         pytest.skip(f"no memory cgroup here: {sandbox.memory.get('why')}")
     timeboxed = """
@@ -264,11 +266,13 @@ def calculator(expression):
     pid = os.fork()
     if pid == 0:
         try:
+            os.write(w, b"s")  # started: the parent's 50 ms count from here
             value = eval(expression, {"__builtins__": {}})
             os.write(w, repr(value).encode()[:4096] if type(value) is int else b"!")
         finally:
             os._exit(0)
     os.close(w)
+    os.read(r, 1)
     end, done = time.monotonic() + 0.05, False
     while time.monotonic() < end and not done:
         done = os.waitpid(pid, os.WNOHANG) != (0, 0)
