@@ -589,6 +589,7 @@ class _Server:
         self.stubs: dict = {}
         self.held: list = []  # what P asked to keep here, by handle (its index)
         self.rank: tuple[int, int] | None = None  # (rank, world) in a rank's process
+        self.rank_sets: dict = {}  # the id of each set of ranks forked -> (pids, store)
         self.next_id = 0
 
     def resolve(self, kind, handle, node):
@@ -659,15 +660,17 @@ class _Server:
 
     def _ranks(self, rid, world, gloo: bool) -> None:
         """Fork ``world`` rank processes, each a server of its own on the same namespace,
-        hand P its end of each rank's socket, and wait for P to end the run: P and the
-        ranks talk directly.  Each rank gets its arguments from P only after the fork: it
+        and hand P its end of each rank's socket: P and the ranks talk directly, and S goes
+        on serving P meanwhile (P may keep a set of ranks for its next checks) until P ends
+        the set (``end``).  Each rank gets its arguments from P only after the fork: it
         never holds another's.  ``gloo``: the ranks first join a torch.distributed group
         (gloo) of their own."""
-        import signal
         import socket
 
         if _type(world) is not _int or not 1 <= world <= MAX_RANKS:
             raise ValueError(f"between 1 and {MAX_RANKS} ranks")
+        if rid in self.rank_sets:
+            raise ValueError("that set of ranks exists")
         _reap()
         ends, pids, handed = [], [], False  # ends: P's end of each rank's socket
         store = _gloo_store() if gloo else None
@@ -700,32 +703,34 @@ class _Server:
                 pids.append(pid)
             wire.send_fds(self.fd, {"op": "ranks", "id": rid}, [e.fileno() for e in ends])
             handed = True
-            for end in ends:
-                end.close()
-            while True:  # P talks to the ranks; nothing for S until P ends the run
-                msg, _ = wire.recv(self.fd)
-                if msg.get("op") == "end" and msg.get("id") == rid:
-                    return
         finally:
-            for pid in pids:  # at idle priority, their teardown yields to the next probe
-                try:
-                    os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            # Killed (before P closes their sockets, which would wake them), so no more of
-            # their code runs; reaped later (_reap): P goes on while they are torn down.
-            _dying.extend(pids)
             for end in ends:
                 end.close()
-            if _type(store) is _str:
-                import shutil
+            self.rank_sets[rid] = (pids, store)
+            if not handed:
+                self._end_ranks(rid)
 
-                shutil.rmtree(os.path.dirname(store[len("file://") :]), ignore_errors=True)
-            elif store is not None:
-                store.close()
-            if handed:
-                self._reply(rid, None)
+    def _end_ranks(self, rid, idle: bool = True) -> None:
+        """Kill a set of ranks (P is done with it); P closes their sockets after, which
+        would wake them.  Reaped later (_reap): P goes on while they are torn down, at idle
+        priority (``idle``) when a probe comes next, whose work their teardown yields to."""
+        import signal
+
+        pids, store = self.rank_sets.pop(rid, ((), None))
+        for pid in pids:
+            try:
+                if idle:
+                    os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        _dying.extend(pids)
+        if _type(store) is _str:
+            import shutil
+
+            shutil.rmtree(os.path.dirname(store[len("file://") :]), ignore_errors=True)
+        elif store is not None:
+            store.close()
 
     def _reply_kept(self, rid, value) -> None:
         """Keep ``value`` here; answer its handle, its copy when it is data, its type."""
@@ -788,6 +793,9 @@ class _Server:
                 self._reply(rid, None)
             elif op == "ranks":
                 self._ranks(rid, msg.get("world"), msg.get("gloo") is True)
+            elif op == "end":
+                self._end_ranks(rid, msg.get("idle") is not False)
+                self._reply(rid, None)
             elif op == "release":  # P is done with it: its graph and tensors may go
                 self.resolve("held", msg.get("held"), None)
                 self.held[msg["held"]] = None

@@ -181,6 +181,11 @@ class Channel:
         self.calls = 0
         self.lent = Lent()
         self.phase: str | None = None  # the request S is answering: "call", "keep", ...
+        self.keep_ranks = False  # keep a run's ranks for the next probes (:func:`run`)
+        self.probe: str | None = None  # the id of the probe running
+        self.pool: list[tuple[int, list[int]]] = []  # ranks kept: (set id, their sockets)
+        self.pool_owner: str | None = None  # the probe that ran on them last
+        self.asked = False  # S was asked something since the last run: kept ranks are stale
 
     def close(self) -> None:
         """Nothing here: the executor owns the descriptor (:func:`in_process` replaces it)."""
@@ -211,6 +216,7 @@ class Channel:
         """Send ``header`` with ``values`` encoded; serve callbacks until the answer."""
         if self.gone:
             raise StudentGone(self.gone)
+        self.asked = True
         self.next_id += 1
         rid = self.next_id
         enc = wire.Encoder(self.handle)
@@ -321,28 +327,75 @@ class Channel:
 
     def ranks(self, name: str, rounds: list, seconds: float | None, gloo: bool = False) -> list:
         """``name`` once per rank and round, the ranks at once, each rank a process forked
-        from S, which hands over a socket to each: see :meth:`Student.rounds`."""
+        from S, which hands over a socket to each: see :meth:`Student.rounds`.
+
+        The ranks of a run without gloo are kept for the next check's run (``pool``,
+        where ``keep_ranks``: in the probe process, not in :func:`in_process`), which takes
+        the first ranks kept and forks only those it lacks.  Kept ranks serve only a run
+        that comes straight after theirs, nothing asked of S in between (a seed, a value
+        held, a call: a rank forked then would see it, a kept one would not), and never the
+        same probe twice (a second run of one probe ends the pool first); a run that did
+        not end cleanly (a rank timed out, ended or sent garbage) ends it too.  A gloo
+        run's ranks are a group of their own, ended after the run."""
         if self.gone:
             raise StudentGone(self.gone)
-        self.next_id += 1
-        rid, world = self.next_id, max(len(calls) for calls in rounds)
-        self._send({"op": "ranks", "id": rid, "world": world, "gloo": bool(gloo)})
+        if not gloo:
+            if self.pool and (self.asked or self.pool_owner == self.probe):
+                self.end_pool()
+            self.asked = False
+        world = max(len(calls) for calls in rounds)
         until = min(self.deadline, time.monotonic() + (seconds or ANSWER_SECONDS))
-        socks = self._rank_sockets(rid, world, until)
-        if isinstance(socks, Exception):  # S could not start them: every call says why
-            return [[socks] * len(calls) for calls in rounds]
-        outer, self.phase = self.phase, "ranks"
+        kept = [] if gloo else [fd for _, socks in self.pool for fd in socks][:world]
+        forked = None  # the set forked for this run: (its id, its sockets)
+        if len(kept) < world:
+            self.next_id += 1
+            rid, more = self.next_id, world - len(kept)
+            self._send({"op": "ranks", "id": rid, "world": more, "gloo": bool(gloo)})
+            socks = self._rank_sockets(rid, more, until)
+            if isinstance(socks, Exception):  # S could not start them: every call says why
+                return [[socks] * len(calls) for calls in rounds]
+            forked = (rid, socks)
+            if not gloo:
+                self.pool.append(forked)
+        if not gloo:
+            self.pool_owner = self.probe
+        clean, outer, self.phase = False, self.phase, "ranks"
         try:
-            return self._run_ranks(name, rounds, until, seconds, socks)
+            socks = kept + (forked[1] if forked else [])
+            outcomes, clean = self._run_ranks(name, rounds, until, seconds, socks, len(kept))
+            return outcomes
         finally:
             self.phase = outer
-            try:  # S kills the ranks before these close, which would wake them
-                if not self.gone:
-                    self._send({"op": "end", "id": rid})
-                    self._end_ranks(rid)
-            finally:
-                for fd in socks:
+            if gloo:
+                self._end_set(*forked)
+            elif not (clean and self.keep_ranks):
+                self.end_pool()
+
+    def end_pool(self, last: bool = False) -> None:
+        """End the ranks kept for later runs (``last``: no probe comes after: the job's
+        end waits for their teardown, which need not yield to anything)."""
+        pool, self.pool, self.pool_owner = self.pool, [], None
+        gone = None
+        for rid, socks in pool:
+            try:
+                self._end_set(rid, socks, idle=not last)
+            except StudentGone as err:  # the next sets' sockets close all the same
+                gone = gone or err
+        if gone is not None:
+            raise gone
+
+    def _end_set(self, rid: int, socks: list[int], idle: bool = True) -> None:
+        """S kills a set of ranks, before their sockets close here, which would wake them."""
+        try:
+            if not self.gone:
+                self._send({"op": "end", "id": rid, "idle": idle})
+                self._end_ranks(rid)
+        finally:
+            for fd in socks:
+                try:
                     os.close(fd)
+                except OSError:
+                    pass
 
     def _rank_sockets(self, rid: int, world: int, until: float) -> list[int] | Exception:
         """The socket of each rank S forked (S hands them over), or what S raised."""
@@ -373,7 +426,12 @@ class Channel:
         self._send({**header, "args": value, "kwargs": {"$dict": {}}}, enc.payload, sock)
         return self.next_id
 
-    def _run_ranks(self, name: str, rounds: list, until: float, seconds, socks: list) -> list:
+    def _run_ranks(
+        self, name: str, rounds: list, until: float, seconds, socks: list, started: int
+    ) -> tuple[list, bool]:
+        """The rounds on these ranks (the first ``started`` are kept from an earlier run:
+        they are ready at once); the outcomes, and whether every rank ended its calls
+        cleanly (its process may serve another run)."""
         world = len(socks)
         outcomes: list = [[None] * len(calls) for calls in rounds]
         mine = [[k for k, calls in enumerate(rounds) if r < len(calls)] for r in range(world)]
@@ -382,6 +440,7 @@ class Channel:
         call_of: dict[int, int] = {}  # rank -> the id of its call
         waiting: dict[int, tuple] = {}  # rank -> (callback id, Later)
         rank_of = {fd: r for r, fd in enumerate(socks)}
+        broken = []  # the ranks whose process cannot serve another run
 
         def end(r: int, outcome) -> None:  # the rank's call, and every round after it
             for k in mine[r][step[r] :]:
@@ -389,6 +448,11 @@ class Channel:
             state[r] = "done"
             waiting.pop(r, None)
             rank_of.pop(socks[r], None)
+            broken.append(r)
+
+        for r in range(started):
+            call_of[r] = self._call_rank(name, socks[r], rounds[mine[r][0]][r])
+            state[r] = "running"
 
         while "starting" in state or "running" in state:
             moved = True
@@ -461,7 +525,7 @@ class Channel:
                     else:
                         state[r] = "done"
                         rank_of.pop(sock, None)
-        return outcomes
+        return outcomes, not broken
 
     def _later(self, cid, later: Later, sock: int) -> None:
         try:
@@ -556,10 +620,12 @@ class Student:
 
     def ranks(self, calls: list, seconds: float | None = None, gloo: bool = False) -> list:
         """One call per rank, all running at once, each rank a process of its own forked
-        from S (``calls[r]``: rank r's argument tuple, sent to that rank only).  The ranks'
-        callbacks run here, where a callback may answer :class:`Later`: its answer waits
-        for the other ranks (the router of a ring, an all-reduce).  Returns each rank's
-        value, or the exception it raised (TimeoutError past ``seconds``).
+        from S (``calls[r]``: rank r's argument tuple, sent to that rank only); a rank's
+        process may have served the run of the check before, never one of this check's
+        (:meth:`Channel.ranks`).  The ranks' callbacks run here, where a callback may
+        answer :class:`Later`: its answer waits for the other ranks (the router of a ring,
+        an all-reduce).  Returns each rank's value, or the exception it raised
+        (TimeoutError past ``seconds``).
 
         ``gloo``: the ranks first join a torch.distributed gloo group of their own, and
         :meth:`gloo_ring` stands for a comm over it; a rank whose group does not form
@@ -818,6 +884,7 @@ def _run_probe(channel: Channel, probe: dict, defined: set[str], budget: int) ->
     module = types.ModuleType(f"scalegrade_checks_{probe['id']}".replace("-", "_"))
     module.__file__ = checks_filename(probe["id"])
     sys.modules[module.__name__] = module
+    channel.probe = probe["id"]
     try:
         exec(_code(probe, module.__file__), module.__dict__)  # noqa: S102
         params = json.loads(probe["params_json"])
@@ -843,6 +910,7 @@ def run(probes: list[dict], fd: int, result_fd: int, limits: dict) -> None:
     # its grace, SERVE_GRACE_SECONDS) before the job's wall limit would discard everything
     deadline = start + max(0.5 * wall, wall - STOP_MARGIN_SECONDS)
     channel = Channel(fd, deadline)
+    channel.keep_ranks = True
     results: dict[str, dict] = {}
     budget = max(1024, int(limits.get("harvest_bytes", 16 << 20)) // max(1, len(probes)))
     try:
@@ -859,6 +927,10 @@ def run(probes: list[dict], fd: int, result_fd: int, limits: dict) -> None:
     else:
         for probe in probes:
             results[probe["id"]] = _run_probe(channel, probe, defined, budget)
+        try:
+            channel.end_pool(last=True)
+        except StudentGone:
+            pass  # S ended: so did its ranks
     data = json.dumps({"probes": results}).encode()
     view = memoryview(data)
     while view:

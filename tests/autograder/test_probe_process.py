@@ -381,6 +381,98 @@ def test_a_smaller_round_is_made_by_the_first_ranks_and_skipped_by_the_others(sa
     assert len({first[0][0], first[1][0]}) == 2
 
 
+POOL_PROBE = """
+ISOLATED = True
+
+
+def probe(student, seed, params):
+    out = []
+    if "seed" in params:
+        student.seed(params["seed"])
+    for world, gloo in params["runs"]:
+        calls = [(r, student.gloo_ring() if gloo else None) for r in range(world)]
+        got = student.ranks(calls, seconds=30, gloo=gloo)
+        out.append([f"{type(o).__name__}: {o}" if isinstance(o, Exception) else o for o in got])
+    return out
+"""
+POOL_CELL = """
+import os
+def pid(rank, comm):
+    return os.getpid()
+q1_found = "nothing"
+"""
+SEEDED_CELL = """
+import os
+import numpy as np
+def pid(rank, comm):
+    return [os.getpid(), float(np.random.random())]
+q1_found = "nothing"
+"""
+ENDS_ONCE_CELL = """
+import os
+def pid(rank, comm):
+    if rank == 1 and not os.path.exists("ended"):  # the first run's rank 1 only
+        open("ended", "w").close()
+        os._exit(3)
+    return os.getpid()
+q1_found = "nothing"
+"""
+
+
+def _pool_plan(*runs: tuple[str, dict]) -> Plan:
+    return Plan(("q1_found",), tuple(Probe(i, "pid", POOL_PROBE, SEED, p, True) for i, p in runs))
+
+
+@needs_root
+def test_later_checks_run_on_the_ranks_kept_and_fork_only_those_they_lack(sandbox, tmp_path):
+    """One set of rank processes serves the checks of a submission in turn (the ring's
+    simulated run, then the tensor-parallel check's 8): a check takes the first ranks kept
+    and forks the rest.  A check never gets a rank that served it already, and a gloo run
+    gets a group of its own."""
+    the_plan = _pool_plan(
+        ("q3-ring", {"runs": [(3, False), (2, True)]}),  # like the ring: simulated, then gloo
+        ("q4-tp", {"runs": [(5, False)]}),
+        ("q5-twice", {"runs": [(2, False), (2, False)]}),
+        ("q6-gloo", {"runs": [(2, True)]}),
+        ("q7-after", {"runs": [(2, False)]}),
+    )
+    got = _run(sandbox, tmp_path, POOL_CELL, the_plan=the_plan)["probes"]
+    assert all(got[i]["ok"] for i in got), got
+    (ring, ring_gloo), (tp,) = got["q3-ring"]["result"], got["q4-tp"]["result"]
+    first, second = got["q5-twice"]["result"]
+    (gloo,), (after,) = got["q6-gloo"]["result"], got["q7-after"]["result"]
+    assert len(set(tp)) == 5 and tp[:3] == ring  # 3 kept (past the ring's gloo run), 2 forked
+    assert not set(ring_gloo) & set(ring + tp)
+    assert first == tp[:2]  # another check: the ranks kept
+    assert not set(second) & set(tp)  # the same check again: processes new to it
+    assert not set(gloo) & set(tp + second)  # a group of its own
+    assert after == second  # the gloo run left the pool as it was
+    assert os.getpid() not in tp
+
+
+@needs_root
+def test_ranks_kept_do_not_serve_a_check_that_asked_the_student_first(sandbox, tmp_path):
+    """A check that seeds the student's generators before its run gets ranks forked after
+    the seed, which see it: kept ranks, forked before, would not."""
+    the_plan = _pool_plan(
+        ("q3-ring", {"runs": [(2, False)]}), ("q4-seeded", {"runs": [(2, False)], "seed": 7})
+    )
+    got = _run(sandbox, tmp_path, SEEDED_CELL, the_plan=the_plan)["probes"]
+    (ring,), (seeded,) = got["q3-ring"]["result"], got["q4-seeded"]["result"]
+    assert not {pid for pid, _ in ring} & {pid for pid, _ in seeded}
+    # numpy.random.seed(7) in S (harness._seed_globals), then each rank's first draw
+    assert [x for _, x in seeded] == [np.random.RandomState(7).random_sample()] * 2
+
+
+@needs_root
+def test_a_run_whose_rank_ended_leaves_no_ranks_to_the_next_check(sandbox, tmp_path):
+    the_plan = _pool_plan(("q3-ring", {"runs": [(3, False)]}), ("q4-tp", {"runs": [(3, False)]}))
+    got = _run(sandbox, tmp_path, ENDS_ONCE_CELL, the_plan=the_plan)["probes"]
+    (ring,), (tp,) = got["q3-ring"]["result"], got["q4-tp"]["result"]
+    assert ring[1].startswith("RuntimeError: rank 1's process ended")
+    assert all(isinstance(p, int) for p in tp) and not {ring[0], ring[2]} & set(tp)
+
+
 def test_rounds_need_a_call_in_each_and_gloo_every_rank_in_each():
     from autograder import prober
 
