@@ -62,7 +62,7 @@ def _answer(conn: socket.socket, sandbox: Sandbox) -> None:
     fd = conn.fileno()
     with conn:
         if _peer_uid(conn) != os.geteuid():
-            wire.send(fd, {"op": "refused", "why": "this service answers its own user only"})
+            _refuse(conn, "this service answers its own user only")
             return
         while True:
             try:
@@ -87,6 +87,25 @@ def _answer(conn: socket.socket, sandbox: Sandbox) -> None:
                 return
             except (KeyError, TypeError, ValueError) as err:
                 wire.send(fd, {"op": "refused", "why": f"a malformed request: {err}"})
+
+
+REFUSED_DRAIN_BYTES = 1 << 16  # what is read, and dropped, of a refused client's requests
+REFUSED_DRAIN_SECONDS = 1.0
+
+
+def _refuse(conn: socket.socket, why: str) -> None:
+    """Tell a client why it is refused, then read (and drop) what it sent until it closes,
+    a second or 64 KiB at most: closing a Unix socket with its requests unread resets the
+    client's end, which then never reads why."""
+    try:
+        wire.send(conn.fileno(), {"op": "refused", "why": why})
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(REFUSED_DRAIN_SECONDS)
+        left = REFUSED_DRAIN_BYTES
+        while left > 0 and (chunk := conn.recv(min(left, 4096))):
+            left -= len(chunk)
+    except (OSError, wire.WireError):
+        pass
 
 
 def _run(sandbox: Sandbox, msg: dict, payload: bytes) -> Outcome:
