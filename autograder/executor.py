@@ -867,7 +867,7 @@ def _wait_pair(student: int, probe: int) -> int:
             os.kill(student, signal.SIGKILL)
             stopped, timeout = True, None
         try:
-            done, status = _waitpid_timeout(timeout)
+            done, status = _waitpid_timeout(timeout, student)
         except ChildProcessError:
             break
         if done == probe:
@@ -881,16 +881,27 @@ def _wait_pair(student: int, probe: int) -> int:
     return 128 - code if code < 0 else min(code, 127)
 
 
-def _waitpid_timeout(timeout: float | None) -> tuple[int, int]:
-    """os.waitpid(-1, 0), returning (0, 0) after ``timeout`` seconds with nothing reaped."""
+def _waitpid_timeout(timeout: float | None, pid: int) -> tuple[int, int]:
+    """os.waitpid(-1, 0), returning (0, 0) after ``timeout`` seconds with nothing reaped;
+    woken by ``pid``'s end (its pidfd), not by polling, so the job ends as it does."""
     if timeout is None:
         return os.waitpid(-1, 0)
-    end = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(-1, os.WNOHANG)
-        if done or time.monotonic() >= end:
-            return done, status
-        time.sleep(0.01)
+    done, status = os.waitpid(-1, os.WNOHANG)
+    if done:
+        return done, status
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:  # a kernel before 5.3, or a filter that refuses it: poll
+        end = time.monotonic() + timeout
+        while not done and time.monotonic() < end:
+            time.sleep(0.01)
+            done, status = os.waitpid(-1, os.WNOHANG)
+        return done, status
+    try:
+        select.select([fd], [], [], timeout)
+    finally:
+        os.close(fd)
+    return os.waitpid(-1, os.WNOHANG)
 
 
 def _child_signals() -> None:

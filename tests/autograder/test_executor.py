@@ -283,3 +283,62 @@ def test_a_read_only_cgroupfs_degrades_to_vmhwm(tmp_path):
     assert out["memory"]["cgroup"] is None and "Read-only" in out["memory"]["why"], out
     assert "VmHWM" in out["got"]["meter"]
     assert out["got"]["array"]["peak"] in RESIDENT, out
+
+
+def _child(seconds: float) -> int:
+    pid = os.fork()
+    if pid == 0:
+        import time
+
+        time.sleep(seconds)
+        os._exit(7)
+    return pid
+
+
+def _waits(pidfd: bool) -> None:
+    """In a process whose only children are these (waitpid(-1) reaps any child)."""
+    import time
+
+    if not pidfd:
+
+        def refused(pid):
+            raise OSError("pidfd_open refused")
+
+        os.pidfd_open = refused
+    pid = _child(0.2)
+    start = time.monotonic()
+    done, status = executor._waitpid_timeout(5.0, pid)
+    assert done == pid and os.waitstatus_to_exitcode(status) == 7
+    assert time.monotonic() - start < 2.0
+    pid = _child(30.0)
+    start = time.monotonic()
+    try:
+        assert executor._waitpid_timeout(0.1, pid) == (0, 0)
+        assert 0.1 <= time.monotonic() - start < 2.0
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+
+
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polled"])
+def test_waiting_with_a_timeout_returns_as_the_child_ends_or_empty_at_the_timeout(pidfd):
+    """The job's init waits out the student's grace so (executor._wait_pair): woken by the
+    child's end, through its pidfd where the kernel has them, else by polling."""
+    import traceback
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        code = 0
+        try:
+            _waits(pidfd)
+        except BaseException:
+            os.write(w, traceback.format_exc().encode())
+            code = 1
+        os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        why = fh.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, why
