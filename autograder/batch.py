@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +27,7 @@ from autograder import item_report, outputs
 from autograder.grade import StudentResult
 from autograder.keys import Keys
 from autograder.lateness import Extension
-from autograder.submission import Runner, content_hash, grade_one
+from autograder.submission import Ran, Runner, content_hash, judge, run_notebook
 from autograder.submitted_at import SubmittedAt, submitted_at
 from contract import Key, KeyFileError, Policy, Release, times
 
@@ -233,7 +233,10 @@ def grade_batch(
             moved.setdefault(m.assignment, set()).add(m.student_id)
         return doc
 
-    def one(student_id: str, notebook: Path | None) -> None:
+    def one(student_id: str, notebook: Path | None) -> Future | None:
+        """Run the submission in the sandbox, and hand the rest to ``judging``: a sandbox
+        slot never waits for the grader's side of a result.  The judging's future, or None
+        when the submission is unchanged."""
         when = submitted_at(student_id, notebook, manifest=manifest, zone=info.timezone)
         key = None
         version, problem = 0, f"no key for student {student_id!r} in {keys.folder}"
@@ -242,9 +245,8 @@ def grade_batch(
                 key, version = keys.key_at(student_id, when.at if when else None)
             except KeyFileError as err:  # e.g. a reseeded key file missing from keys/
                 problem = str(err)
-        if key is None:
-            result = StudentResult(student_id, 0.0, 0.0, [], error=problem)
-        else:
+        ran = None
+        if key is not None:
             if (
                 notebook is not None
                 and not (fresh or regrade)
@@ -254,25 +256,29 @@ def grade_batch(
                     counts["skipped"] += 1
                 if on_done:
                     on_done(None)
-                return
+                return None
             try:
-                result = grade_one(
-                    key,
-                    notebook,
-                    keys=keys,
-                    runner=sandbox,
-                    reveal=reveal,
-                    others=all_keys,
-                    version=version,
+                ran = run_notebook(key, notebook, keys=keys, runner=sandbox)
+            except Exception as err:  # noqa: BLE001 - one submission's trouble, not the batch's
+                problem = failed(err)
+        return judging.submit(finish, student_id, when, notebook, key, version, ran, problem)
+
+    def failed(err: Exception) -> str:
+        return f"the grader failed on this submission: {type(err).__name__}: {err}"
+
+    def finish(student_id, when, notebook, key, version, ran: Ran | None, problem) -> None:
+        """Judge a run, record it and write the student's files (one thread: ``judging``)."""
+        result = None
+        if ran is not None:
+            try:
+                result = judge(
+                    key, notebook, ran, keys=keys, reveal=reveal, others=all_keys, version=version
                 )
             except Exception as err:  # noqa: BLE001 - one submission's trouble, not the batch's
-                result = StudentResult(
-                    student_id,
-                    0.0,
-                    key.points,
-                    [],
-                    error=f"the grader failed on this submission: {type(err).__name__}: {err}",
-                )
+                problem = failed(err)
+        if result is None:
+            points = key.points if key else 0.0
+            result = StudentResult(student_id, 0.0, points, [], error=problem)
         digest = keys.digest(key) if key else None  # pint: not under the lock
         with lock:
             if book is None:  # a fresh book still being made
@@ -286,7 +292,10 @@ def grade_batch(
             on_done(result)
 
     try:
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        with (
+            ThreadPoolExecutor(max_workers=1) as judging,
+            ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
+        ):
             futures = [pool.submit(one, sid, nb) for sid, nb in found.items()]
             if fresh:
                 try:
@@ -301,7 +310,9 @@ def grade_batch(
                 for doc, key in docs:
                     write_student(out, doc, info, key, reveal)
             for future in futures:
-                future.result()
+                judged = future.result()
+                if judged is not None:
+                    judged.result()
         from autograder.gradebook import GradebookError
 
         publish(book, info.assignment, moved.pop(info.assignment, set()), keys)

@@ -1,12 +1,13 @@
 """One submission, from notebook to result: the pipeline every entry point runs.
 
 The local batch, Gradescope's ``run_autograder``, nbgrader's ``grade --nbgrader`` and a
-Dask cluster all call :func:`grade_one`.  Each entry point says who submitted (a folder
-name, a Gradescope account on the roster, nbgrader's student); the notebook's own
-metadata says whom it was released to.  When the two differ, the notebook is graded as
-the student who submitted it, with that student's numbers, and the mismatch is recorded
-(``released_to``) and shown in their feedback and the instructor's report.  The id in a
-notebook's metadata is never trusted to choose a key.
+Dask cluster all run :func:`grade_one`: the sandbox's run (:func:`run_notebook`), then the
+grader's judgement of it (:func:`judge`), which the batch runs in a thread of their own.
+Each entry point says who submitted (a folder name, a Gradescope account on the roster,
+nbgrader's student); the notebook's own metadata says whom it was released to.  When the
+two differ, the notebook is graded as the student who submitted it, with that student's
+numbers, and the mismatch is recorded (``released_to``) and shown in their feedback and
+the instructor's report.  The id in a notebook's metadata is never trusted to choose a key.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import functools
 import hashlib
 import json
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -93,6 +95,61 @@ def written_answers(notebook: Path) -> dict[str, dict[str, str]]:
     return out
 
 
+@dataclass(frozen=True)
+class Ran:
+    """One notebook's run in the sandbox, not yet judged (:func:`judge`)."""
+
+    outcome: Outcome | None  # None: nothing ran, for ``error``
+    digest: str | None = None  # the notebook's content hash
+    error: str | None = None
+
+
+def run_notebook(key: Key, notebook: Path | None, *, keys: Keys, runner: Runner) -> Ran:
+    """Run ``notebook`` in the sandbox with the plan of ``key``'s variant."""
+    if notebook is None:
+        return Ran(None, error=f"no {keys.release.notebook} submitted")
+    try:
+        digest = content_hash(notebook)
+    except OSError as err:
+        return Ran(None, error=f"{notebook}: cannot read ({err.strerror})")
+    _warm_the_comparison()
+    return Ran(runner.run(notebook, keys.plan(key)), digest)
+
+
+def judge(
+    key: Key,
+    notebook: Path | None,
+    ran: Ran,
+    *,
+    keys: Keys,
+    reveal: bool,
+    others: dict[str, Key] | None = None,
+    version: int = 0,
+) -> StudentResult:
+    """The result of a run (:func:`run_notebook`): the grader's side of :func:`grade_one`,
+    none of it in the sandbox."""
+    rules = dict(policy=keys.release.policy, checks=keys.checks, reveal=reveal)
+    outcome = ran.outcome
+    if outcome is None or notebook is None:
+        return grade_harvest(key, None, error=ran.error, **rules)
+    harvest = outcome.harvest
+    if harvest is not None:
+        harvest = {**harvest, "written": written_answers(notebook)}
+    result = grade_harvest(key, harvest, error=outcome.error, **rules)
+    result.content_hash = ran.digest
+    result.harvest = harvest
+    result.seconds = outcome.seconds
+    result.isolation = outcome.isolation
+    meta = _metadata(notebook)
+    owner = meta.get("student_id")
+    result.released_to = owner if isinstance(owner, str) and owner != key.student.id else None
+    claimed = meta.get("variant_version", 0)
+    result.claimed_version = claimed if claimed != version else None
+    if others:
+        result.copy_signals = copy_signals(result, key, others)
+    return result
+
+
 def grade_one(
     key: Key,
     notebook: Path | None,
@@ -110,28 +167,5 @@ def grade_one(
     ``others``: the other students' keys, for copy signals (a wrong answer that is another
     student's key).  A notebook that cannot be read or run is this result's error.
     """
-    rules = dict(policy=keys.release.policy, checks=keys.checks, reveal=reveal)
-    if notebook is None:
-        return grade_harvest(key, None, error=f"no {keys.release.notebook} submitted", **rules)
-    try:
-        digest = content_hash(notebook)
-    except OSError as err:
-        return grade_harvest(key, None, error=f"{notebook}: cannot read ({err.strerror})", **rules)
-    _warm_the_comparison()
-    outcome = runner.run(notebook, keys.plan(key))
-    harvest = outcome.harvest
-    if harvest is not None:
-        harvest = {**harvest, "written": written_answers(notebook)}
-    result = grade_harvest(key, harvest, error=outcome.error, **rules)
-    result.content_hash = digest
-    result.harvest = harvest
-    result.seconds = outcome.seconds
-    result.isolation = outcome.isolation
-    meta = _metadata(notebook)
-    owner = meta.get("student_id")
-    result.released_to = owner if isinstance(owner, str) and owner != key.student.id else None
-    claimed = meta.get("variant_version", 0)
-    result.claimed_version = claimed if claimed != version else None
-    if others:
-        result.copy_signals = copy_signals(result, key, others)
-    return result
+    ran = run_notebook(key, notebook, keys=keys, runner=runner)
+    return judge(key, notebook, ran, keys=keys, reveal=reveal, others=others, version=version)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,44 @@ def test_a_new_gradebook_opens_while_the_first_submissions_run(graded, tmp_path,
         with pytest.raises(gradebook.GradebookError, match="the disk is full"):
             grade_batch(keys, subs, tmp_path / "none", sandbox=Watched(box), reveal=False)
     assert not list((tmp_path / "none").glob("*/results.json"))
+
+
+def test_a_sandbox_slot_runs_the_next_submission_while_the_last_is_judged(
+    graded, tmp_path, monkeypatch
+):
+    """One job: the first result's judgement waits until the second submission has started
+    in the sandbox, which it can only do if the slot did not wait for that judgement.
+    Every result is then what the batch above recorded."""
+    from autograder import batch
+
+    root, summary, _, _ = graded
+    started, judged = [], batch.judge
+
+    class Counted(Watched):
+        def run(self, notebook, plan):
+            started.append(notebook)
+            return super().run(notebook, plan)
+
+    def slow_judge(*args, **kwargs):
+        if len(started) == 1:
+            deadline = time.monotonic() + 30
+            while len(started) < 2:
+                assert time.monotonic() < deadline, "the next run waited for the judgement"
+                time.sleep(0.01)
+        return judged(*args, **kwargs)
+
+    monkeypatch.setattr(batch, "judge", slow_judge)
+    with Sandbox(limits=Limits(wall_seconds=60), hide=[root / "hw1"]) as box:
+        again = grade_batch(
+            Keys(root / "hw1" / "keys"),
+            root / "subs",
+            tmp_path / "grades",
+            sandbox=Counted(box),
+            jobs=1,
+            reveal=False,
+        )
+    assert len(started) == N and again.graded + again.errors == N
+    assert [r["score"] for r in again.results] == [r["score"] for r in summary.results]
 
 
 @pytest.fixture(scope="module")
