@@ -1177,17 +1177,23 @@ def _preload(modules: list[str]) -> tuple[list[str], dict[str, str]]:
     import importlib
 
     loaded, failed = [], {}
-    for name in modules:
-        try:
-            module = importlib.import_module(name)
-            if name == "torch":
-                module.set_num_threads(1)
-                _warm_torch(module)
-            loaded.append(name)
-        except Exception as err:  # noqa: BLE001 - reported to the grader
-            failed[name] = f"{type(err).__name__}: {err}"
-    gc.collect()
-    gc.freeze()  # children share these pages instead of touching them in their first GC
+    gc.disable()  # no collection amid the imports: torch and torch._dynamo 1.72 -> 1.42 s
+    try:
+        for name in modules:
+            try:
+                module = importlib.import_module(name)
+                if name == "torch":
+                    module.set_num_threads(1)
+                    _warm_torch(module)
+                loaded.append(name)
+            except Exception as err:  # noqa: BLE001 - reported to the grader
+                failed[name] = f"{type(err).__name__}: {err}"
+    finally:
+        # Children share these pages instead of touching them in their first collection.
+        # The few cycles the imports left (some 9,000 objects with torch) are frozen with
+        # the rest: a collection to find them would take 0.1-0.15 s of the start.
+        gc.freeze()
+        gc.enable()
     return loaded, failed
 
 
@@ -1246,6 +1252,9 @@ def _zygote(ctrl: socket.socket, config: dict, ro_failed: list[str]) -> None:
     os.environ["IPYTHONDIR"] = ipython_dir
     os.environ["HOME"] = os.path.dirname(ipython_dir)
     try:
+        import gc
+
+        gc.disable()  # until the preloads are frozen (_preload)
         if config.get("preload_stdlib"):
             _preload_stdlib()
         _harness.prepare()
