@@ -11,7 +11,9 @@ the gradebook alone, after a deadline, an extension or the policy changed.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -27,6 +29,7 @@ from autograder import item_report, outputs
 from autograder.grade import StudentResult
 from autograder.keys import Keys
 from autograder.lateness import Extension
+from autograder.sandbox import clean_text
 from autograder.submission import Ran, Runner, content_hash, judge, run_notebook
 from autograder.submitted_at import SubmittedAt, submitted_at
 from contract import Key, KeyFileError, Policy, Release, times
@@ -35,6 +38,9 @@ if TYPE_CHECKING:
     from autograder.gradebook import Gradebook
 
 GRADEBOOK = "gradebook.sqlite"  # in the output folder, without a database URL
+MAX_WARNING_CHARS = 500
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -47,11 +53,26 @@ class Summary:
     results: list[dict]
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def check_errors(self) -> list[str]:
+        """The checks' own failures in the standings (the grader's errors, not the
+        students': those parts are pending until the check is fixed and re-keyed)."""
+        return [f"{r['student_id']}: {e}" for r in self.results for e in r.get("check_errors", [])]
 
-def find_submissions(root: Path, notebook: str) -> dict[str, Path | None]:
-    """Student id -> their notebook (None when the folder holds no notebook)."""
+
+def find_submissions(
+    root: Path, notebook: str, skipped: list[str] | None = None
+) -> dict[str, Path | None]:
+    """Student id -> their notebook (None when the folder holds no notebook).  A name that
+    is not UTF-8 is no roster's id: it is left out, said in ``skipped``."""
     found: dict[str, Path | None] = {}
     for entry in sorted(root.iterdir()):
+        try:
+            entry.name.encode("utf-8")
+        except UnicodeEncodeError:
+            if skipped is not None:
+                skipped.append(f"{clean_text(str(entry))}: not a student id (not UTF-8); skipped")
+            continue
         if entry.is_dir():
             preferred = entry / notebook
             notebooks = sorted(entry.glob("*.ipynb"))
@@ -64,9 +85,39 @@ def find_submissions(root: Path, notebook: str) -> dict[str, Path | None]:
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    try:
+        # errors="replace": the last line of defence; the sandbox's boundary (clean_text)
+        # leaves no lone surrogate to write, but one that slipped by is a "?", not a crash
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _warn(warnings: list[str] | None, message: str) -> None:
+    """A file not written: told to the caller (``warnings``, which the CLI prints), else
+    logged."""
+    message = clean_text(message[:MAX_WARNING_CHARS])
+    if warnings is None:
+        log.warning("%s", message)
+    else:
+        warnings.append(message)
+
+
+def _write_each(
+    files: dict[Path, Callable[[], str]], whose: str, warnings: list[str] | None
+) -> None:
+    """Write each of ``files`` (its path: what makes its text) on its own: one that cannot
+    be made or written is a warning naming ``whose`` file it is, never an exception that
+    stops the batch, and the others are still written."""
+    for path, text in files.items():
+        try:
+            _write_atomic(path, text())
+        except Exception as err:  # noqa: BLE001 - one file's trouble, not the batch's
+            _warn(warnings, f"{whose}{path.name} was not written: {type(err).__name__}: {err}")
 
 
 def reveal_now(due: str | None, policy: Policy, zone: str = "UTC") -> bool:
@@ -76,45 +127,67 @@ def reveal_now(due: str | None, policy: Policy, zone: str = "UTC") -> bool:
     return datetime.now(UTC) >= times.parse(due, zone)
 
 
-def write_student(out: Path, doc: dict, info: Release, key: Key | None, reveal: bool) -> None:
-    """One student's results.json and feedback.html, from their standing."""
-    target = out / doc["student_id"]
-    _write_atomic(
-        target / "results.json",
-        json.dumps(outputs.gradescope(doc, reveal=reveal), indent=1) + "\n",
-    )
+def write_student(
+    out: Path,
+    doc: dict,
+    info: Release,
+    key: Key | None,
+    reveal: bool,
+    warnings: list[str] | None = None,
+) -> None:
+    """One student's results.json and feedback.html, from their standing; a file that
+    cannot be written is a warning in ``warnings`` (logged when None), not an exception."""
+    sid = doc["student_id"]
     solutions = {q.id: q.solution_html for q in key.questions} if (key and reveal) else None
-    _write_atomic(
-        target / "feedback.html",
-        outputs.feedback_html(
-            doc, title=f"{info.title} — {doc['student_id']}", solutions=solutions
-        ),
+    _write_each(
+        {
+            out / sid / "results.json": lambda: (
+                json.dumps(outputs.gradescope(doc, reveal=reveal), indent=1) + "\n"
+            ),
+            out / sid / "feedback.html": lambda: outputs.feedback_html(
+                doc, title=f"{info.title} — {sid}", solutions=solutions
+            ),
+        },
+        f"student {sid}: ",
+        warnings,
     )
 
 
 def write_reports(
-    out: Path, results: list[dict], keys: Keys, history: list[dict] | None = None
+    out: Path,
+    results: list[dict],
+    keys: Keys,
+    history: list[dict] | None = None,
+    warnings: list[str] | None = None,
 ) -> None:
     """summary.csv, canvas.csv, moodle.csv and report.html of every standing (``history``:
-    the assignment's recorded changes, for the report)."""
+    the assignment's recorded changes, for the report), each on its own: one that cannot
+    be written is a warning in ``warnings`` (logged when None), not an exception."""
     info = keys.release
     roster = {
         sid: {"name": k.student.name, "email": k.student.email} for sid, k in keys.all().items()
     }
-    signals = {r["student_id"]: r["copy_signals"] for r in results if r["copy_signals"]}
-    _write_atomic(out / "summary.csv", outputs.summary_csv(results))
-    _write_atomic(out / "canvas.csv", outputs.canvas_csv(results, roster, info.title))
-    _write_atomic(out / "moodle.csv", outputs.moodle_csv(results, roster, info.title))
-    found = item_report.analysis(results, keys.all())
-    _write_atomic(
-        out / "report.html",
-        outputs.instructor_report(
+
+    def report() -> str:
+        signals = {r["student_id"]: r["copy_signals"] for r in results if r["copy_signals"]}
+        found = item_report.analysis(results, keys.all())
+        return outputs.instructor_report(
             results,
             title=info.title,
             signals=signals,
             history=history or [],
             analysis=item_report.section(found),
-        ),
+        )
+
+    _write_each(
+        {
+            out / "summary.csv": lambda: outputs.summary_csv(results),
+            out / "canvas.csv": lambda: outputs.canvas_csv(results, roster, info.title),
+            out / "moodle.csv": lambda: outputs.moodle_csv(results, roster, info.title),
+            out / "report.html": report,
+        },
+        "",
+        warnings,
     )
 
 
@@ -123,10 +196,13 @@ def publish(
     assignment: str,
     students: set[str] | None = None,
     keys: Keys | None = None,
+    warnings: list[str] | None = None,
 ) -> Path:
     """Write an assignment's files again from the gradebook (no notebook runs): the named
     students' results.json and feedback (everyone's when None), and the reports.
-    ``keys``: the assignment's, where loaded already (else read where it was graded)."""
+    ``keys``: the assignment's, where loaded already (else read where it was graded).
+    A file that cannot be written is a warning in ``warnings`` (logged when None); the
+    others, and the reports, are written all the same."""
     from autograder.gradebook import GradebookError
 
     row = book.assignment(assignment)
@@ -146,8 +222,9 @@ def publish(
     for doc in results:
         if students is None or doc["student_id"] in students:
             sid = doc["student_id"]
-            write_student(out, doc, info, keys.key(sid) if sid in keys else None, reveal)
-    write_reports(out, results, keys, book.changes(assignment))
+            key = keys.key(sid) if sid in keys else None
+            write_student(out, doc, info, key, reveal, warnings)
+    write_reports(out, results, keys, book.changes(assignment), warnings)
     return out
 
 
@@ -203,9 +280,9 @@ def grade_batch(
 
     if not fresh:
         book = open_book()
-    found = find_submissions(submissions, info.notebook)
-    counts = {"graded": 0, "skipped": 0, "errors": 0}
     warnings: list[str] = []
+    found = find_submissions(submissions, info.notebook, warnings)
+    counts = {"graded": 0, "skipped": 0, "errors": 0}
     lock = threading.Lock()  # the book, counts and gradebook writes, from the worker threads
 
     def unchanged(student_id: str, notebook: Path, key) -> bool:
@@ -287,7 +364,7 @@ def grade_batch(
             else:
                 doc = record(result, when, notebook, key, digest)
         if doc is not None:
-            write_student(out, doc, info, key, reveal)
+            write_student(out, doc, info, key, reveal, warnings)
         if on_done:
             on_done(result)
 
@@ -308,17 +385,17 @@ def grade_batch(
                     book = opened
                     docs = [(record(*entry), entry[3]) for entry in early]
                 for doc, key in docs:
-                    write_student(out, doc, info, key, reveal)
+                    write_student(out, doc, info, key, reveal, warnings)
             for future in futures:
                 judged = future.result()
                 if judged is not None:
                     judged.result()
         from autograder.gradebook import GradebookError
 
-        publish(book, info.assignment, moved.pop(info.assignment, set()), keys)
+        publish(book, info.assignment, moved.pop(info.assignment, set()), keys, warnings)
         for other, students in sorted(moved.items()):  # a late-day pool spent anew
             try:
-                publish(book, other, students)
+                publish(book, other, students, warnings=warnings)
             except GradebookError as err:
                 warnings.append(f"{other}: its files were not written again: {err}")
         results = book.results(info.assignment)

@@ -19,6 +19,7 @@ import json
 import math
 import re
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,14 +127,27 @@ def properties(raw: Any, where: Path | str = "checks") -> list[dict]:
     return out
 
 
+def failed_at(err: BaseException, filename: str) -> str:
+    """``err`` as one line naming the line of ``filename`` it was raised at (the innermost
+    frame in that file), e.g. ``line 57, in grade: NameError: name 'np' is not defined``."""
+    what = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename == filename]
+    return f"line {frames[-1].lineno}, in {frames[-1].name}: {what}" if frames else what
+
+
 def grade_result(grade: Grade, result: Any, seed: int, params: dict) -> list[dict]:
-    """Run ``grade`` on a probe's result (plain data from the sandbox); checked properties."""
+    """Run ``grade`` on a probe's result (plain data from the sandbox); checked properties.
+    An exception is the checks' fault, never the student's: a :class:`ChecksError` naming
+    the file, the line and the seed."""
     where = getattr(grade, "__module__", "checks")
+    filename = getattr(sys.modules.get(where), "__file__", None) or where
     try:
         raw = grade(result, seed, params)
     except Exception as err:
-        raise ChecksError(f"{where}: grade() failed: {type(err).__name__}: {err}") from err
-    return properties(raw, where)
+        raise ChecksError(
+            f"{filename}: grade() failed (seed {seed}): {failed_at(err, filename)}"
+        ) from err
+    return properties(raw, filename)
 
 
 def fraction(props: list[dict]) -> float:

@@ -2,12 +2,21 @@
 
 Runs only in the grader's process, on plain data (numbers and strings) from the
 sandbox.  Units are read with pint (``"21 GB"``, ``"19.6 GiB"``, ``"8.8 days"``; a bare
-number is in the unit the question asks), then: within tolerance of the key → correct;
-within tolerance of a declared misconception → its feedback (and any partial credit);
-consistent with the student's own earlier answers (error carried forward) → the
-policy's share of the points, when the carrying is work: the earlier answers are
-plausible slips (:func:`contract.plausible`), the formula does not just hand back an
-earlier answer, and the question's answers are the student's (:func:`shows_work`).
+number is in the unit the question asks), then, in this order, the first rule that holds:
+
+1. within tolerance of the key → correct;
+2. within tolerance of one of the part's own declared misconceptions → that
+   misconception's feedback and credit, even when the value would also be a carried
+   answer (a declared mistake is never turned into carried credit by writing a matching
+   wrong earlier answer);
+3. consistent with the student's own earlier answers (error carried forward) → the
+   policy's share of the points, when the carrying is work: the earlier answers are
+   plausible slips (:func:`contract.plausible`), the formula does not just hand back an
+   earlier answer, and the question's answers are the student's (:func:`shows_work`);
+4. otherwise wrong.
+
+The self-test page's checker (``generator/selftest_assets/checker.js``) applies the same
+rules in the same order.
 """
 
 from __future__ import annotations
@@ -133,19 +142,11 @@ def compare(
         return Verdict(
             score=a.points, status="correct", feedback="Correct.", given=given, **base
         ), value
+    # A declared misconception of this part is matched before carried credit: otherwise a
+    # wrong earlier answer chosen to make it "consistent" turns the misconception's credit
+    # into the carried share (naive 2N forward FLOPs, then the ratio 1.0).  An author who
+    # wants a mistake carried here to count once gives the misconception that credit.
     misconception = next((m for m in a.misconceptions if within(value, m.value, a)), None)
-    # A mistake made earlier and carried here is one mistake, not two: carried credit
-    # first, with the misconception's explanation when the value also matches one.
-    carried = _carried(a, value, params, earlier, keys_by_id) if ecf else None
-    if carried is not None:
-        extra = f" {misconception.feedback}" if misconception else ""
-        return Verdict(
-            score=a.points * ecf_credit,
-            status="carried",
-            feedback=carried + extra,
-            given=given,
-            **base,
-        ), value
     if misconception is not None:
         return Verdict(
             score=a.points * misconception.credit,
@@ -154,6 +155,11 @@ def compare(
             given=given,
             misconception=misconception.name,
             **base,
+        ), value
+    carried = _carried(a, value, params, earlier, keys_by_id) if ecf else None
+    if carried is not None:
+        return Verdict(
+            score=a.points * ecf_credit, status="carried", feedback=carried, given=given, **base
         ), value
     hint = _magnitude_hint(value, a.value)
     return Verdict(

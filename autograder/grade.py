@@ -31,6 +31,9 @@ class StudentResult:
     parts: list[Graded]
     error: str | None = None  # the sandbox's, when the notebook could not be run
     cell_errors: list[str] = field(default_factory=list)
+    # the checks' own failures (probe() or grade() raised): the batch's errors, for the
+    # instructor; those parts are pending, not 0
+    check_errors: list[str] = field(default_factory=list)
     copy_signals: list[str] = field(default_factory=list)  # instructor only
     content_hash: str = ""
     seconds: float = 0.0
@@ -78,7 +81,18 @@ def _grade_answers(q: Question, answers: dict[str, Any], policy: Policy, reveal:
     return out
 
 
-def _grade_code(q: Question, probes: dict[str, Any], checks: Mapping[str, Checks]) -> list[Verdict]:
+CHECK_FAILED = (
+    "Not graded yet: the grader's check of this part failed, through no fault of your "
+    "code. Your instructor has been told; the part will be graded once the check is fixed."
+)
+
+
+def _grade_code(
+    q: Question, probes: dict[str, Any], checks: Mapping[str, Checks], failures: list[str]
+) -> list[Verdict]:
+    """The code parts' verdicts.  A check that fails (its ``probe()`` raised in the probe
+    process, or its ``grade()`` here) is the batch's error, appended to ``failures``: the
+    part stays pending, never a silent 0."""
     out = []
     for c in q.code:
         pid = f"q{q.index}-{c.id}"
@@ -89,6 +103,11 @@ def _grade_code(q: Question, probes: dict[str, Any], checks: Mapping[str, Checks
                 Verdict(score=None, status="pending", feedback="Graded by a person.", **base)
             )
             continue
+        pending = Verdict(score=None, status="pending", feedback=CHECK_FAILED, **base)
+        if probe and probe.get("fault") == "checks":
+            failures.append(f"{c.checks.file}: probe() failed: {probe.get('error')}")
+            out.append(pending)
+            continue
         if not probe or not probe.get("ok"):
             reason = (probe or {}).get("error") or "the probe did not run"
             out.append(Verdict(score=0.0, status="code", feedback=f"Not graded: {reason}.", **base))
@@ -98,7 +117,8 @@ def _grade_code(q: Question, probes: dict[str, Any], checks: Mapping[str, Checks
                 checks[c.checks.file].grade, probe["result"], probe_seed(q.seed, c.id), q.params
             )
         except code_checks.ChecksError as err:  # the instructor's checks failed, not the student
-            out.append(Verdict(score=0.0, status="code", feedback=f"Not graded: {err}", **base))
+            failures.append(str(err))
+            out.append(pending)
             continue
         fraction = code_checks.fraction(props)
         failed = [p for p in props if p["score"] < 1]
@@ -139,8 +159,10 @@ def grade_harvest(
     written = harvest.get("written", {})  # free-response texts, read from the notebook
     probes = harvest.get("probes", {})
     parts: list[Graded] = []
+    check_errors: list[str] = []
     for q in key.questions:
-        verdicts = _grade_answers(q, answers, policy, reveal) + _grade_code(q, probes, checks)
+        verdicts = _grade_answers(q, answers, policy, reveal)
+        verdicts += _grade_code(q, probes, checks, check_errors)
         verdicts += [
             Verdict(
                 part=r.id,
@@ -164,6 +186,7 @@ def grade_harvest(
         parts=parts,
         error=error,
         cell_errors=cell_errors,
+        check_errors=check_errors,
     )
 
 

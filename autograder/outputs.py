@@ -10,12 +10,14 @@ from __future__ import annotations
 import csv
 import html
 import io
+import re
 from collections import Counter, defaultdict
 from typing import Any
 
 from autograder import plots
 
 Result = dict[str, Any]
+_SEED = re.compile(r" \(seed \d+\)")
 
 # --- Gradescope ----------------------------------------------------------------------
 
@@ -45,6 +47,8 @@ def gradescope(result: Result, *, reveal: bool) -> dict[str, Any]:
         }
         if v["score"] is not None:
             test["score"] = round(v["score"], 4)
+        elif v["status"] == "pending" and v["variable"]:  # a code part whose check failed
+            test["output"] = v["feedback"]
         else:
             test["output"] = "Pending: graded by a person."
         tests.append(test)
@@ -156,6 +160,23 @@ def _question_scores(result: Result) -> dict[int, float]:
 SUMMARY_LATE = ("earned", "submitted_at", "late_by", "late_days_spent", "late_penalty")
 
 
+def problems(result: Result) -> list[str]:
+    """What went wrong in a result, for the instructor: the notebook that could not be run,
+    the cells that raised (the rest was still graded), the checks that failed (the grader's
+    fault: those parts are pending)."""
+    return (
+        ([result["error"]] if result["error"] else [])
+        + [f"raised in {e}" for e in result["cell_errors"]]
+        + [f"check failed: {e}" for e in result.get("check_errors", [])]
+    )
+
+
+def _inert(text: str) -> str:
+    """A cell a spreadsheet shows as text, never runs as a formula (the error column holds
+    what a submission's code wrote): a leading = + - @ tab or CR is quoted away."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
 def summary_csv(results: list[Result]) -> str:
     """One row per student: a column per question, what was earned, the submission time
     and what lateness cost (the share of the earned score lost), the total and the error."""
@@ -177,7 +198,7 @@ def summary_csv(results: list[Result]) -> str:
                 f"{late['penalty']:g}" if late.get("penalty") else "",
                 f"{r['score']:g}",
                 f"{r['max_score']:g}",
-                r["error"] or "",
+                _inert("; ".join(problems(r))),
             ]
         )
     return out.getvalue()
@@ -249,6 +270,17 @@ def instructor_report(
                 misconceptions[f"Q{g['index']} {v['misconception']}"] += 1
     rates = [(k, round(100 * sum(v) / len(v), 1)) for k, v in success.items()]
     errors = [f"{r['student_id']}: {r['error']}" for r in results if r["error"]]
+    raised = [
+        f"{r['student_id']} ({r['score']:g} / {r['max_score']:g} points still earned): {e}"
+        for r in results
+        for e in r["cell_errors"]
+    ]
+    broken = Counter(  # one line per failure of a check, its seed left out
+        _SEED.sub("", e) for r in results for e in r.get("check_errors", [])
+    )
+    checks = [
+        f"{e} ({n} submission{'s' * (n != 1)}; those parts are pending)" for e, n in broken.items()
+    ]
     copy = [f"{sid}: {s}" for sid, items in sorted(signals.items()) for s in items]
     late = [
         f"{r['student_id']}: {r['late']['note']}"
@@ -286,8 +318,10 @@ def instructor_report(
         f"<!doctype html><html lang=en><meta charset=utf-8><title>{html.escape(title)}</title>"
         f"<style>{_STYLE}</style><h1>{html.escape(title)}</h1>"
         f"<p>{n} submissions; mean {mean:.1f} / {maximum:g}; "
-        f"{len(errors)} could not be run.</p>"
-        f"<h2>Scores</h2>"
+        f"{len(errors)} could not be run"
+        + (f"; checks failed {sum(broken.values())} times" if broken else "")
+        + ".</p>"
+        "<h2>Scores</h2>"
         + plots.bars(
             "Students per score band (share of the autograded points)",
             histogram,
@@ -311,6 +345,9 @@ def instructor_report(
         )
         + analysis
         + f"<h2>Errors</h2>{items(errors)}"
+        + "<h2>Checks that failed (the grader's errors: fix the check, then "
+        + f"<code>scalegrade rekey</code> and <code>scalegrade regrade</code>)</h2>{items(checks)}"
+        + f"<h2>Cells that raised an error</h2>{items(raised)}"
         f"<h2>Late work</h2>{items(late)}"
         f"<h2>Submission times to check</h2>{items(clocks)}"
         f"<h2>Notebooks released to another student</h2>{items(swapped)}"

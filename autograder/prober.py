@@ -27,6 +27,7 @@ import select
 import stat
 import sys
 import time
+import traceback
 import types
 from typing import NamedTuple
 
@@ -55,12 +56,29 @@ def raised(kind: str, message: str) -> Exception:
     """What the student's code raised, as an exception here: a built-in type keeps its
     type (a probe may expect ValueError); any other is a RuntimeError naming it."""
     cls = _EXCEPTIONS.get(kind) if isinstance(kind, str) else None
+    err = None
     if cls is not None and cls not in (StopIteration, StopAsyncIteration):
         try:
-            return cls(message)
+            err = cls(message)
         except Exception:  # noqa: BLE001 - an exception type that wants other arguments
             pass
-    return RuntimeError(f"{str(kind)[:100]}: {message}")
+    err = err or RuntimeError(f"{str(kind)[:100]}: {message}")
+    err.scalegrade_student = True  # a probe that lets it escape fails the student, not itself
+    return err
+
+
+def checks_fault(err: BaseException, filename: str) -> str | None:
+    """Where an exception that escaped a probe() was raised, when it is the checks' own
+    fault (``line 57, in probe``), else None: not what the student's code raised
+    (:func:`raised`) nor the engine's word that the student's process misbehaved (raised
+    in this module or the wire), but raised by the checks' code or a library it called."""
+    if getattr(err, "scalegrade_student", False):
+        return None
+    ours = (filename, __file__, getattr(wire, "__file__", None))
+    known = [f for f in traceback.extract_tb(err.__traceback__) if f.filename in ours]
+    if not known or known[-1].filename != filename:
+        return None
+    return f"line {known[-1].lineno}, in {known[-1].name}"
 
 
 class Event(NamedTuple):
@@ -169,6 +187,8 @@ class Lent:
 
 class Channel:
     """P's end of the channel to S: calls out, callbacks in, handles for P's objects."""
+
+    gloo_here: tuple[bool | None, str] | None = None  # P's own gloo test (whose_start)
 
     def __init__(self, fd: int, deadline: float):
         self.fd = fd
@@ -325,7 +345,9 @@ class Channel:
         fail = {"op": "fail", "id": cid, "type": type(err).__name__, "message": message}
         self._send(fail, b"", to)
 
-    def ranks(self, name: str, rounds: list, seconds: float | None, gloo: bool = False) -> list:
+    def ranks(
+        self, name: str, rounds: list, seconds: float | None, gloo: bool = False, before=None
+    ) -> list:
         """``name`` once per rank and round, the ranks at once, each rank a process forked
         from S, which hands over a socket to each: see :meth:`Student.rounds`.
 
@@ -336,7 +358,8 @@ class Channel:
         held, a call: a rank forked then would see it, a kept one would not), and never the
         same probe twice (a second run of one probe ends the pool first); a run that did
         not end cleanly (a rank timed out, ended or sent garbage) ends it too.  A gloo
-        run's ranks are a group of their own, ended after the run."""
+        run's ranks are a group of their own, ended after the run.  ``before()`` is called
+        here right before each call is sent to its rank (a meter's reset)."""
         if self.gone:
             raise StudentGone(self.gone)
         if not gloo:
@@ -362,7 +385,9 @@ class Channel:
         clean, outer, self.phase = False, self.phase, "ranks"
         try:
             socks = kept + (forked[1] if forked else [])
-            outcomes, clean = self._run_ranks(name, rounds, until, seconds, socks, len(kept))
+            outcomes, clean = self._run_ranks(
+                name, rounds, until, seconds, socks, len(kept), before
+            )
             return outcomes
         finally:
             self.phase = outer
@@ -371,24 +396,28 @@ class Channel:
             elif not (clean and self.keep_ranks):
                 self.end_pool()
 
-    def end_pool(self, last: bool = False) -> None:
+    def end_pool(self, last: bool = False, wait: bool = False) -> None:
         """End the ranks kept for later runs (``last``: no probe comes after: the job's
-        end waits for their teardown, which need not yield to anything)."""
+        end waits for their teardown, which need not yield to anything; ``wait``: S answers
+        once every rank it killed, these and earlier ones, has ended, its memory freed)."""
         pool, self.pool, self.pool_owner = self.pool, [], None
         gone = None
+        if wait and not pool and not self.gone:
+            self.next_id += 1  # nothing kept: S reaps what it killed before all the same
+            pool = [(self.next_id, [])]
         for rid, socks in pool:
             try:
-                self._end_set(rid, socks, idle=not last)
+                self._end_set(rid, socks, idle=not (last or wait), wait=wait)
             except StudentGone as err:  # the next sets' sockets close all the same
                 gone = gone or err
         if gone is not None:
             raise gone
 
-    def _end_set(self, rid: int, socks: list[int], idle: bool = True) -> None:
+    def _end_set(self, rid, socks: list[int], idle: bool = True, wait: bool = False) -> None:
         """S kills a set of ranks, before their sockets close here, which would wake them."""
         try:
             if not self.gone:
-                self._send({"op": "end", "id": rid, "idle": idle})
+                self._send({"op": "end", "id": rid, "idle": idle, "wait": wait})
                 self._end_ranks(rid)
         finally:
             for fd in socks:
@@ -417,8 +446,10 @@ class Channel:
             os.close(fd)
         self._lost("the notebook's process did not hand over its ranks")
 
-    def _call_rank(self, name: str, sock: int, args: tuple) -> int:
+    def _call_rank(self, name: str, sock: int, args: tuple, before=None) -> int:
         """Send a rank its call; the call's id."""
+        if before is not None:
+            before()
         self.next_id += 1
         enc = wire.Encoder(self.handle)
         value = enc.value(list(args))
@@ -427,7 +458,7 @@ class Channel:
         return self.next_id
 
     def _run_ranks(
-        self, name: str, rounds: list, until: float, seconds, socks: list, started: int
+        self, name: str, rounds: list, until: float, seconds, socks: list, started: int, before
     ) -> tuple[list, bool]:
         """The rounds on these ranks (the first ``started`` are kept from an earlier run:
         they are ready at once); the outcomes, and whether every rank ended its calls
@@ -451,7 +482,7 @@ class Channel:
             broken.append(r)
 
         for r in range(started):
-            call_of[r] = self._call_rank(name, socks[r], rounds[mine[r][0]][r])
+            call_of[r] = self._call_rank(name, socks[r], rounds[mine[r][0]][r], before)
             state[r] = "running"
 
         while "starting" in state or "running" in state:
@@ -498,7 +529,7 @@ class Channel:
                 if op == "ready" and state[r] == "starting" and msg.get("error") is not None:
                     end(r, NotStarted(str(msg["error"])[:MAX_ERROR_CHARS]))
                 elif op == "ready" and state[r] == "starting":
-                    call_of[r] = self._call_rank(name, sock, rounds[mine[r][0]][r])
+                    call_of[r] = self._call_rank(name, sock, rounds[mine[r][0]][r], before)
                     state[r] = "running"
                 elif op == "callback":
                     later = self._callback(msg, payload, sock)
@@ -521,7 +552,9 @@ class Channel:
                     waiting.pop(r, None)
                     if step[r] + 1 < len(mine[r]):  # the same process, its next round
                         step[r] += 1
-                        call_of[r] = self._call_rank(name, sock, rounds[mine[r][step[r]]][r])
+                        call_of[r] = self._call_rank(
+                            name, sock, rounds[mine[r][step[r]]][r], before
+                        )
                     else:
                         state[r] = "done"
                         rank_of.pop(sock, None)
@@ -548,7 +581,145 @@ class Channel:
 
 
 class NotStarted(RuntimeError):
-    """A rank that could not start: its gloo group did not form on this machine."""
+    """A rank that could not start: its gloo group did not form on this machine, and P's
+    own gloo group did not either (:func:`whose_start`)."""
+
+
+GLOO_CHECK_SECONDS = 30.0  # P's own gloo group (gloo_starts_here): start-up, one all-reduce
+GLOO_CHECK_WORLD = 2
+
+
+def gloo_starts_here(until: float) -> tuple[bool | None, str]:
+    """Whether gloo starts on this machine, found by P itself, whatever the student's code
+    did: GLOO_CHECK_WORLD processes forked from P (never from S: no student code runs in
+    them) join a gloo group over loopback, as the harness's ranks do, and all-reduce one
+    number.  (True, ""): they did.  (False, why): loopback does not connect here, or
+    torch.distributed itself failed in them: the machine's failure.  (None, why): the test
+    could not tell (P could not fork, a process ended without a word or ran out of time),
+    which excuses nothing."""
+    import signal
+    import socket
+
+    start = time.monotonic()
+    if until <= start:
+        return None, "no time left for the test"
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    pids, pipes = [], []
+    try:
+        try:
+            server.bind(("127.0.0.1", 0))
+            server.listen(GLOO_CHECK_WORLD + 1)
+            with socket.create_connection(server.getsockname(), timeout=1.0):
+                pass
+            server.accept()[0].close()
+        except OSError as err:
+            return False, f"loopback does not connect: {_error_text(err)}"
+        for rank in range(GLOO_CHECK_WORLD):
+            r, w = os.pipe()
+            try:
+                pid = os.fork()
+            except OSError as err:
+                os.close(r)
+                os.close(w)
+                return None, f"could not fork: {_error_text(err)}"
+            if pid == 0:  # pragma: no cover - the child reports through its pipe, then ends
+                os.close(r)
+                _gloo_check_rank(server, rank, w)
+                os._exit(1)
+            os.close(w)
+            pids.append(pid)
+            pipes.append(r)
+        reports: dict[int, bytes] = {}
+        while len(reports) < len(pipes):
+            left = until - time.monotonic()
+            waiting = [fd for fd in pipes if fd not in reports]
+            ready = select.select(waiting, [], [], left)[0] if left > 0 else []
+            if not ready:
+                return None, f"no answer within {until - start:.0f} s"
+            for fd in ready:
+                reports[fd] = os.read(fd, 4096)
+        words = [reports[fd].decode("utf-8", "replace") for fd in pipes]
+        if all(word == "ok" for word in words):
+            return True, ""
+        failed = [word[len("error:") :] for word in words if word.startswith("error:")]
+        if failed:
+            return False, failed[0]
+        return None, "a process of the test ended without a word"
+    finally:
+        server.close()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+        for fd in pipes:
+            os.close(fd)
+
+
+def _gloo_check_rank(server, rank: int, w: int) -> None:  # pragma: no cover - in a child
+    """In a process forked from P: join P's own gloo group, all-reduce 1; "ok" or
+    "error:why" on ``w``, then end."""
+    try:
+        from datetime import timedelta
+
+        import torch
+        import torch.distributed as dist
+
+        torch.set_num_threads(1)
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        timeout = timedelta(seconds=GLOO_CHECK_SECONDS / 2)
+        host, port = server.getsockname()
+        listening = server.fileno() if rank == 0 else None
+        if rank:
+            server.close()  # rank 0 serves the store on it, as in the harness
+        store = dist.TCPStore(host, port, GLOO_CHECK_WORLD, rank == 0, timeout,
+                              wait_for_workers=False, master_listen_fd=listening)  # fmt: skip
+        dist.init_process_group(
+            "gloo", store=store, rank=rank, world_size=GLOO_CHECK_WORLD, timeout=timeout
+        )
+        one = torch.ones(1, dtype=torch.float64)
+        dist.all_reduce(one)
+        word = "ok" if one.item() == GLOO_CHECK_WORLD else f"error:all_reduce gave {one.item()}"
+    except BaseException as err:  # noqa: BLE001 - what the machine's gloo says
+        word = f"error:{_error_text(err)}"
+    try:
+        os.write(w, word.encode("utf-8")[:4096])
+    finally:
+        os._exit(0)
+
+
+def whose_start(channel: Channel, outcomes: list, until: float) -> list:
+    """A gloo run's outcomes, each :class:`NotStarted` judged: a rank's process is forked
+    from S, so its word that its group did not form is the student's to give (a notebook
+    that patches ``torch.distributed.TCPStore`` makes every rank say it).  It stays a
+    NotStarted, the machine's failure, only when P's own gloo group does not form either
+    (:func:`gloo_starts_here`, run once per job, after the student's ranks have ended);
+    otherwise it is the student's failure, like anything the rank raised."""
+    if not any(isinstance(v, NotStarted) for calls in outcomes for v in calls):
+        return outcomes
+    if channel.gloo_here is None:
+        channel.gloo_here = gloo_starts_here(min(until, time.monotonic() + GLOO_CHECK_SECONDS))
+    starts, why = channel.gloo_here
+
+    def judged(v):
+        if not isinstance(v, NotStarted):
+            return v
+        if starts is False:
+            return NotStarted(f"{v} (the grader's own gloo group could not start either: {why})")
+        told = (
+            "gloo starts on this machine (the grader's own group formed)"
+            if starts
+            else f"the grader could not confirm that gloo cannot start here ({why})"
+        )
+        err = RuntimeError(
+            f"the rank could not join its gloo group ({v}), but {told}: something in the "
+            "notebook's process stopped it"
+        )
+        err.scalegrade_student = True
+        return err
+
+    return [[judged(v) for v in calls] for calls in outcomes]
 
 
 class GlooRing:
@@ -629,7 +800,9 @@ class Student:
 
         ``gloo``: the ranks first join a torch.distributed gloo group of their own, and
         :meth:`gloo_ring` stands for a comm over it; a rank whose group does not form
-        answers :class:`NotStarted` (the machine's failure, not the student's)."""
+        answers :class:`NotStarted` (the machine's failure, not the student's) only when
+        P's own gloo group does not form either, else a RuntimeError that is the
+        student's (:func:`whose_start`)."""
         return self.rounds([calls], seconds, gloo)[0]
 
     def rounds(self, rounds: list, seconds: float | None = None, gloo: bool = False) -> list:
@@ -648,7 +821,10 @@ class Student:
         if gloo and len({len(calls) for calls in rounds}) != 1:
             raise ValueError("a gloo run needs one call per rank of its group in every round")
         self._channel.calls += sum(len(calls) for calls in rounds)
-        return self._channel.ranks(self.__name__, rounds, seconds, gloo)
+        outcomes = self._channel.ranks(self.__name__, rounds, seconds, gloo)
+        if gloo:  # the ranks have ended: a start failure they told is judged here
+            outcomes = whose_start(self._channel, outcomes, self._channel.deadline)
+        return outcomes
 
     @staticmethod
     def gloo_ring() -> GlooRing:
@@ -703,20 +879,39 @@ class Student:
         and its children held during the call, above what they held when it began
         (decoding the arguments and encoding the value included); None when this sandbox
         has no meter (:attr:`meter` says why).  Raises what the function raised, its
-        ``peak_bytes`` set (code that raises may have taken memory first)."""
-        self._channel.calls += 1
+        ``peak_bytes`` set (code that raises may have taken memory first).
+
+        With the job's memory cgroup as the meter, the call runs in a process forked from
+        S for it (a rank, which a later run may reuse): what S made before the call, the
+        rank shares with S, so freeing it there makes no room for what the call takes."""
         gauge = meter if meter is not None else Meter.this_process()
+        base: list = [None]
+
+        def reset() -> None:
+            base[0] = gauge.reset()
+
         try:
-            base = gauge.reset()
+            if gauge.kind == "cgroup" and not kwargs:
+                # a kept rank may hold memory of its own, and a rank being torn down frees
+                # its own during the call: every one ends first
+                self._channel.end_pool(wait=True)
+                self._channel.calls += 1
+                [[value]] = self._channel.ranks(self.__name__, [[args]], None, before=reset)
+                if isinstance(value, BaseException):
+                    value.peak_bytes = gauge.since(base[0])
+                    raise value
+                return value, gauge.since(base[0])
+            self._channel.calls += 1
+            reset()
             try:
                 value = self._channel.request(
                     {"op": "call", "function": self.__name__},
                     {"args": list(args), "kwargs": kwargs},
                 )
             except Exception as err:
-                err.peak_bytes = gauge.since(base)
+                err.peak_bytes = gauge.since(base[0])
                 raise
-            return value, gauge.since(base)
+            return value, gauge.since(base[0])
         finally:
             if gauge is not meter:
                 gauge.close()
@@ -892,6 +1087,10 @@ def _run_probe(channel: Channel, probe: dict, defined: set[str], budget: int) ->
     except StudentGone as err:
         return {"ok": False, "error": str(err)[:MAX_ERROR_CHARS]}
     except BaseException as err:  # noqa: BLE001 - the checks' error is this probe's result
+        at = checks_fault(err, module.__file__)
+        if at is not None:
+            error = f"{at}: {_error_text(err)}"[:MAX_ERROR_CHARS]
+            return {"ok": False, "error": error, "fault": "checks"}
         return {"ok": False, "error": _error_text(err)}
     finally:
         sys.modules.pop(module.__name__, None)

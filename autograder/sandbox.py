@@ -37,6 +37,7 @@ import logging
 import math
 import os
 import queue
+import re
 import select
 import selectors
 import shutil
@@ -231,15 +232,31 @@ MAX_TYPE_CHARS = 300
 MAX_STRING_CHARS = 1000
 MAX_DEPTH = 40
 NONFINITE = ("nan", "inf", "-inf")
+MAX_KEY_SHOWN = 100  # of a key, in the path a HarvestError names
+_UNSAFE = re.compile(r"[\x00\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` as valid UTF-8 text: each lone surrogate (``json.loads`` makes one of a
+    ``"\\ud800"`` escape) and each NUL replaced by U+FFFD, one character for one, so that
+    caps and lengths stay as they were.  Every string from the sandbox, or from a notebook
+    file, passes here before a verdict, the gradebook, a page or a file can see it."""
+    if text.isascii():
+        return text.replace("\x00", "\ufffd") if "\x00" in text else text
+    return _UNSAFE.sub("\ufffd", text)
 
 
 def _plain(value: Any, where: str, depth: int = 0) -> Any:
     """A copy of ``value`` if it is JSON data (dict with str keys, list, str, int, float,
-    bool, None) nested at most MAX_DEPTH deep; else HarvestError."""
+    bool, None) nested at most MAX_DEPTH deep; else HarvestError.  Strings and keys come
+    back cleaned (:func:`clean_text`); two keys that clean to the same text are one key,
+    the later one's value, as ``json.loads`` keeps the last of a repeated key."""
     if depth > MAX_DEPTH:
         raise HarvestError(f"{where}: nested deeper than {MAX_DEPTH} levels")
     t = type(value)
-    if value is None or t in (bool, int, float, str):
+    if t is str:
+        return clean_text(value)
+    if value is None or t in (bool, int, float):
         return value
     if t is list:
         return [_plain(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
@@ -248,7 +265,8 @@ def _plain(value: Any, where: str, depth: int = 0) -> Any:
         for k, v in value.items():
             if type(k) is not str:
                 raise HarvestError(f"{where}: a key is not a string")
-            out[k] = _plain(v, f"{where}.{k}", depth + 1)
+            k = clean_text(k)
+            out[k] = _plain(v, f"{where}.{k[:MAX_KEY_SHOWN]}", depth + 1)
         return out
     raise HarvestError(f"{where}: {t.__name__} is not plain data")
 
@@ -258,7 +276,7 @@ def _text(value: Any, where: str, limit: int) -> str:
         raise HarvestError(f"{where}: expected a string")
     if len(value) > limit:
         raise HarvestError(f"{where}: longer than {limit} characters")
-    return value
+    return clean_text(value)
 
 
 def _keys(doc: Any, where: str, required: set[str]) -> dict:
@@ -326,10 +344,14 @@ def check_harvest(doc: Any, plan: Plan) -> dict:
             _keys(result, where, {"ok", "result"})
             probes[probe.id] = {"ok": True, "result": _plain(result["result"], where)}
         elif type(result) is dict and result.get("ok") is False:
-            _keys(result, where, {"ok", "error"})
+            # the probe process's word that the checks failed, not the student's code
+            # (prober.checks_fault); a probe run in the student's process cannot say it
+            blamed = probe.isolated and result.get("fault") == "checks"
+            _keys(result, where, {"ok", "error", "fault"} if blamed else {"ok", "error"})
             probes[probe.id] = {
                 "ok": False,
                 "error": _text(result["error"], f"{where}.error", MAX_ERROR_CHARS),
+                **({"fault": "checks"} if blamed else {}),
             }
         else:
             raise HarvestError(f"{where}: expected {{'ok': true, 'result': ...}} or an error")
@@ -337,7 +359,9 @@ def check_harvest(doc: Any, plan: Plan) -> dict:
 
 
 def _probe_results(probed: bytes, ids: list[str]) -> dict:
-    """The probe process's results (``{"probes": {...}}``); each missing one an error."""
+    """The probe process's results (``{"probes": {...}}``); each missing one an error.  An
+    error longer than MAX_ERROR_CHARS is cut there: the probe process is the grader's, and
+    its long message must not cost the student the whole harvest (check_harvest cleans)."""
     missing = {"ok": False, "error": "the probe process ended without a result"}
     try:
         doc = json.loads(probed.decode("utf-8")) if probed else {}
@@ -345,7 +369,11 @@ def _probe_results(probed: bytes, ids: list[str]) -> dict:
         doc = {}
     got = doc.get("probes") if type(doc) is dict else None
     got = got if type(got) is dict else {}
-    return {pid: got.get(pid, missing) for pid in ids}
+    out = {pid: got.get(pid, missing) for pid in ids}
+    for pid, result in out.items():
+        if type(result) is dict and result.get("ok") is False and type(result.get("error")) is str:
+            out[pid] = {**result, "error": result["error"][:MAX_ERROR_CHARS]}
+    return out
 
 
 # --------------------------------------------------------------------------- helpers
@@ -377,7 +405,7 @@ class _Capture:
         tail = bytes(self.tail[-self.tail_limit :]) if self.tail_limit else b""
         dropped = self.total - len(self.head) - len(tail)
         middle = f"\n[... {dropped} bytes of output dropped ...]\n".encode() if dropped else b""
-        return (bytes(self.head) + middle + tail).decode("utf-8", errors="replace")
+        return clean_text((bytes(self.head) + middle + tail).decode("utf-8", errors="replace"))
 
 
 class _UidSlots:
@@ -1112,6 +1140,7 @@ class Sandbox:
         start = time.monotonic()
 
         def failed(message: str, log_text: str = "") -> Outcome:
+            message = clean_text(message)
             return Outcome(None, message, time.monotonic() - start, self.isolation, log_text)
 
         try:
@@ -1193,7 +1222,7 @@ class Sandbox:
             except OSError as err:
                 return Outcome(
                     None,
-                    f"the sandbox executor is not answering ({err})",
+                    clean_text(f"the sandbox executor is not answering ({err})"),
                     time.monotonic() - start,
                     self.isolation,
                     "",
@@ -1286,9 +1315,10 @@ class Sandbox:
     def _interpret(self, exit_event, error_event, result, oversize, plan, kill_sent, probed=b""):
         """(error, harvest) from how the job ended and what its two processes sent."""
         limits = self.limits
+        failure = None if error_event is None else clean_text(str(error_event.get("message"))[:500])
         if exit_event is None:
             if error_event is not None:
-                return f"the sandbox failed: {str(error_event.get('message'))[:500]}", None
+                return f"the sandbox failed: {failure}", None
             if kill_sent:
                 return (
                     f"the sandbox did not stop within {limits.wall_seconds:g} s "
@@ -1307,7 +1337,7 @@ class Sandbox:
             return f"killed by signal {number} ({_signal_name(number)})", None
         code = exit_event.get("code")
         if error_event is not None:
-            return f"the sandbox failed: {str(error_event.get('message'))[:500]}", None
+            return f"the sandbox failed: {failure}", None
         if code == EXIT_SETUP_FAILED:
             return "the sandbox could not run the notebook (see the log)", None
         if oversize:
@@ -1325,7 +1355,7 @@ class Sandbox:
             return "harvest is not valid JSON", None
         if type(envelope) is dict and set(envelope) == {"fatal"}:
             if type(envelope["fatal"]) is str:
-                return envelope["fatal"][:MAX_ERROR_CHARS], None
+                return clean_text(envelope["fatal"][:MAX_ERROR_CHARS]), None
         if type(envelope) is not dict or set(envelope) != {"harvest"}:
             return "harvest is malformed: expected {'harvest': ...}", None
         # the harvest is whole: an exit after it (while serving the probe process) costs
@@ -1338,7 +1368,7 @@ class Sandbox:
             )
         try:
             return None, check_harvest(harvest, plan)
-        except HarvestError as err:
-            return f"harvest is malformed: {err}", None
+        except HarvestError as err:  # its path may hold the student's keys
+            return clean_text(f"harvest is malformed: {err}"[:MAX_ERROR_CHARS]), None
         except RecursionError:
             return "harvest is malformed: nested too deeply", None

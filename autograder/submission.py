@@ -22,10 +22,11 @@ from typing import Protocol
 
 from autograder.grade import StudentResult, copy_signals, grade_harvest
 from autograder.keys import Keys
-from autograder.sandbox import Outcome, Plan
+from autograder.sandbox import Outcome, Plan, clean_text
 from contract import Key
 
 MAX_NOTEBOOK_BYTES = 32 * 2**20  # what is read of a notebook's metadata, in the grader
+MAX_META_CHARS = 200  # of a student id or a variant version the metadata claims, as kept
 
 
 class Runner(Protocol):
@@ -73,25 +74,45 @@ def _metadata(notebook: Path) -> dict:
 
 
 def released_to(notebook: Path) -> str | None:
-    """The student id a notebook was released to (its ScaleGrade metadata), if readable."""
-    sid = _metadata(notebook).get("student_id")
-    return sid if isinstance(sid, str) else None
+    """The student id a notebook was released to (its ScaleGrade metadata), if readable;
+    cleaned (:func:`~autograder.sandbox.clean_text`): the student wrote the file."""
+    return _owner(_metadata(notebook))
+
+
+def _owner(meta: dict) -> str | None:
+    sid = meta.get("student_id")
+    return clean_text(sid[:MAX_META_CHARS]) if isinstance(sid, str) else None
+
+
+def _claimed_version(meta: dict) -> int | float | str | None:
+    """The variant version the metadata claims (0 when it says none): a number as it is,
+    anything else as cleaned text (a list or an object as its repr)."""
+    claimed = meta.get("variant_version", 0)
+    if claimed is None or isinstance(claimed, int | float):
+        return claimed
+    text = claimed if isinstance(claimed, str) else repr(claimed)
+    return clean_text(text[:MAX_META_CHARS])
 
 
 def written_answers(notebook: Path) -> dict[str, dict[str, str]]:
     """Question -> part -> the text of each free-response cell, as the student left it
     ("" when untouched), for the person who marks it.  Read from the notebook's JSON, by
-    the cells' ScaleGrade metadata; nothing in it is run."""
+    the cells' ScaleGrade metadata; nothing in it is run.  Texts and names are cleaned
+    (:func:`~autograder.sandbox.clean_text`); of two names that clean alike, the later
+    cell's text is kept."""
     cells = (_read(notebook) or {}).get("cells")
     out: dict[str, dict[str, str]] = {}
     for cell in cells if isinstance(cells, list) else []:
-        part = cell.get("metadata", {}).get("scalegrade") if isinstance(cell, dict) else None
+        meta = cell.get("metadata") if isinstance(cell, dict) else None
+        part = meta.get("scalegrade") if isinstance(meta, dict) else None
         if not isinstance(part, dict) or part.get("kind") != "free_response":
             continue
         source = cell.get("source", "")
-        text = "".join(source) if isinstance(source, list) else str(source)
+        text = "".join(map(str, source)) if isinstance(source, list) else str(source)
         text = "" if text.strip() == PLACEHOLDER else text.strip()[:MAX_WRITTEN_CHARS]
-        out.setdefault(str(part.get("question")), {})[str(part.get("answer"))] = text
+        question = clean_text(str(part.get("question"))[:MAX_META_CHARS])
+        answer = clean_text(str(part.get("answer"))[:MAX_META_CHARS])
+        out.setdefault(question, {})[answer] = clean_text(text)
     return out
 
 
@@ -141,9 +162,9 @@ def judge(
     result.seconds = outcome.seconds
     result.isolation = outcome.isolation
     meta = _metadata(notebook)
-    owner = meta.get("student_id")
-    result.released_to = owner if isinstance(owner, str) and owner != key.student.id else None
-    claimed = meta.get("variant_version", 0)
+    owner = _owner(meta)
+    result.released_to = owner if owner is not None and owner != key.student.id else None
+    claimed = _claimed_version(meta)
     result.claimed_version = claimed if claimed != version else None
     if others:
         result.copy_signals = copy_signals(result, key, others)

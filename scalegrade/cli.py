@@ -12,6 +12,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from scalegrade.selfcheck import SEEDS as SELFCHECK_SEEDS
+
 # Tables are wide; a pipe or CI log has no terminal width to respect.
 console = Console() if sys.stdout.isatty() else Console(width=150)
 
@@ -208,6 +210,42 @@ def _load_assignment(aid: str, bank_dir: Path | None, *, fresh: bool = False):
         fail(str(err))
 
 
+selfcheck_option = click.option(
+    "--selfcheck-seeds",
+    default=SELFCHECK_SEEDS,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Grade each code part's solution (it must earn every point) and its starter (it "
+    "must not) in the sandbox, for this many synthetic students, before anything else "
+    "(0: skip, at your risk).",
+)
+
+
+def _selfcheck(assignment, seeds: int) -> list[str]:
+    """Grade each code part's solution and starter in the sandbox (scalegrade/selfcheck.py);
+    print a line per part; the problems found."""
+    from scalegrade.selfcheck import code_parts, selfcheck
+
+    if seeds <= 0 or not code_parts(assignment):
+        return []
+    from autograder.sandbox import SandboxError
+
+    with console.status(f"grading each code part's solution and starter ({seeds} seeds)"):
+        try:
+            found = selfcheck(assignment, seeds=seeds)
+        except SandboxError as err:
+            fail(f"the release check needs the sandbox: {err}")
+    for p in found.parts:
+        mark = "[red]FAIL[/]" if p.problems else "ok"
+        console.print(
+            f"{mark} {p.question} {p.part}: solution {min(p.solution):g}/{p.points:g}, "
+            f"starter {max(p.starter):g}/{p.points:g} over {seeds} seeds",
+            highlight=False,
+        )
+    console.print(f"release check of {len(found.parts)} code parts in {found.seconds:.1f} s")
+    return found.problems
+
+
 def _release(
     assignment,
     students,
@@ -283,6 +321,7 @@ def _release(
     is_flag=True,
     help="Notebooks carry otter-grader public checks (grader.check: format, unit, size).",
 )
+@selfcheck_option
 def generate(
     assignment: str,
     bank_dir: Path | None,
@@ -292,8 +331,10 @@ def generate(
     secret_file: Path | None,
     force: bool,
     otter: bool,
+    selfcheck_seeds: int,
 ) -> None:
-    """Release ASSIGNMENT (e.g. tdlsm/hw1): one variant per student, keys, sheets."""
+    """Release ASSIGNMENT (e.g. tdlsm/hw1): one variant per student, keys, sheets.
+    Nothing is written when a code part's own solution does not earn every point."""
     from generator.roster import RosterError, read
     from generator.secret import SecretError, load_secret
 
@@ -303,6 +344,12 @@ def generate(
     except (SecretError, RosterError) as err:
         fail(str(err))
     a = _load_assignment(assignment, bank_dir)
+    problems = _selfcheck(a, selfcheck_seeds)
+    if problems:
+        fail(
+            "nothing released: a code part cannot grade its own solution\n"
+            + "\n".join(problems[:20])
+        )
     _release(a, students, secret, out, with_solutions, force, otter)
 
 
@@ -316,8 +363,16 @@ def generate(
     help="Also simulate a cohort of this many students, grade it with the real comparison "
     "and test each part's score against each drawn parameter (scalegrade/cohort.py).",
 )
-def validate(assignment: str, bank_dir: Path | None, students: int, cohort: int | None) -> None:
-    """Draw N students' variants of ASSIGNMENT and check every one; exit 1 on any failure."""
+@selfcheck_option
+def validate(
+    assignment: str,
+    bank_dir: Path | None,
+    students: int,
+    cohort: int | None,
+    selfcheck_seeds: int,
+) -> None:
+    """Draw N students' variants of ASSIGNMENT and check every one, and grade each code
+    part's own solution and starter in the sandbox; exit 1 on any failure."""
     from generator.validate import validate as run_validation
     from generator.variant import show_value
 
@@ -403,7 +458,7 @@ def validate(assignment: str, bank_dir: Path | None, students: int, cohort: int 
         )
     if cohort:
         _simulated_cohort(a, cohort)
-    failed = [f for r in reports for f in r.failures]
+    failed = [f for r in reports for f in r.failures] + _selfcheck(a, selfcheck_seeds)
     for f in failed[:20]:
         console.print(f"[red]FAIL[/] {f}", highlight=False)
     if len(failed) > 20:
@@ -894,6 +949,17 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
         f"results: {out}/<student>/results.json and feedback.html; "
         f"summary.csv, canvas.csv, moodle.csv; report: {out / 'report.html'}"
     )
+    failed = summary.check_errors
+    for line in failed[:10]:
+        console.print(f"[red]check failed[/]: {line}", highlight=False)
+    if failed:  # exit 1: every result is recorded, but the batch is not whole
+        click.echo(
+            f"scalegrade: {len(failed)} code parts were not graded because their check "
+            "failed (the grader's error, not the students': those parts are pending). Fix "
+            "the check in the bank, then `scalegrade rekey` and `scalegrade regrade`.",
+            err=True,
+        )
+        sys.exit(1)
 
 
 @main.command("sandbox-serve")

@@ -168,6 +168,7 @@ def test_grade_with_keys_it_cannot_use_says_so_and_closes_the_sandbox(tmp_path, 
     released = run("generate", "tdlsm/hw1", "--roster", str(roster), "--out",
                    str(tmp_path / "hw1"), "--secret-file", str(secret))  # fmt: skip
     assert released.exit_code == 0, released.output
+    assert len(closed) == 1  # the release check's (tests/test_selfcheck.py)
     (tmp_path / "subs").mkdir()
     for assignment, keys, says in (
         ("tdlsm/hw2", tmp_path / "hw1" / "keys", "holds the keys of tdlsm/hw1, not tdlsm/hw2"),
@@ -176,7 +177,7 @@ def test_grade_with_keys_it_cannot_use_says_so_and_closes_the_sandbox(tmp_path, 
         done = run("grade", assignment, str(tmp_path / "subs"), "--keys", str(keys),
                    "--out", str(tmp_path / "grades"))  # fmt: skip
         assert done.exit_code == 2 and says in done.output, done.output
-    assert len(closed) == 2
+    assert len(closed) == 3
 
 
 def test_unknown_assignment_lists_what_exists():
@@ -229,9 +230,19 @@ sys.exit(status)
     [
         ["calc", "transformer.param_count", "n_layers=24", "d_model=2048", "vocab=50000"],
         ["verify", "--points", "2"],
-        ["validate", "tdlsm/hw1", "--students", "3"],
-        ["generate", "tdlsm/hw1", "--roster", "{roster}", "--out", "{out}", "--with-solutions"],
-    ],
+        ["validate", "tdlsm/hw1", "--students", "3", "--selfcheck-seeds", "0"],
+        [
+            "generate",
+            "tdlsm/hw1",
+            "--roster",
+            "{roster}",
+            "--out",
+            "{out}",
+            "--with-solutions",
+            "--selfcheck-seeds",
+            "0",
+        ],
+    ],  # fmt: skip
     ids=lambda a: a[0],
 )
 def test_commands_that_run_no_code_check_never_import_torch(args, tmp_path):
@@ -244,6 +255,19 @@ def test_commands_that_run_no_code_check_never_import_torch(args, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "IMPORTED []" in done.stdout
+
+
+def test_the_release_check_leaves_torch_to_the_sandbox(tmp_path):
+    """validate's release check grades in the sandbox: torch is imported there, never in
+    the command's own process."""
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_TORCH, "validate", "tdlsm/hw1", "--students", "3",
+         "--selfcheck-seeds", "1"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "release check of 5 code parts" in done.stdout
+    assert "IMPORTED ['autograder.sandbox']" in done.stdout
 
 
 @pytest.mark.parametrize(

@@ -440,19 +440,8 @@
     const given = shown(value, a);
     Object.assign(base, { given, value, misconception: null });
     if (within(value, a.value, a)) return [{ ...base, score: a.points, status: "correct", feedback: "Correct." }, value];
+    // compare.py's order: a declared misconception of this part before carried credit
     const misconception = a.misconceptions.find((m) => within(value, m.value, a)) || null;
-    const trace = {};
-    const carriedText = policy.ecf
-      ? carried(a, value, earlier, keysById, policy.plausible_factor, trace)
-      : null;
-    if (trace.unknown) base.ecf_unknown = true;
-    if (carriedText !== null) {
-      const extra = misconception ? ` ${misconception.feedback}` : "";
-      return [
-        { ...base, score: a.points * policy.ecf_credit, status: "carried", feedback: carriedText + extra },
-        value,
-      ];
-    }
     if (misconception) {
       return [
         {
@@ -464,6 +453,14 @@
         },
         value,
       ];
+    }
+    const trace = {};
+    const carriedText = policy.ecf
+      ? carried(a, value, earlier, keysById, policy.plausible_factor, trace)
+      : null;
+    if (trace.unknown) base.ecf_unknown = true;
+    if (carriedText !== null) {
+      return [{ ...base, score: a.points * policy.ecf_credit, status: "carried", feedback: carriedText }, value];
     }
     return [
       { ...base, score: 0, status: "wrong", feedback: `Not within tolerance.${magnitudeHint(value, a.value)}` },

@@ -7,7 +7,19 @@ import math
 import numpy as np
 import pytest
 
-from autograder.checktools import chi2_sf, chi2_test, close, is_slice_of, matrix, prop, vector
+from autograder.checktools import (
+    chi2_sf,
+    chi2_test,
+    close,
+    count,
+    is_slice_of,
+    matrix,
+    number,
+    prop,
+    shape_note,
+    shown,
+    vector,
+)
 
 
 def test_chi_square_tail_matches_the_tables():
@@ -61,3 +73,19 @@ def test_is_slice_of_is_the_loop_of_allclose_over_every_window():
     for values in cases:
         assert is_slice_of(values, full) == loop(values), values
     assert not is_slice_of(full[5:11].reshape(2, 3), full)  # a vector or nothing
+
+
+def test_a_students_value_of_any_shape_reads_as_absent_never_raises():
+    """What a grade() meets (issue 36, item 7): ints beyond float64, bools, strings, None."""
+    assert vector([1, 10**400]) is None and matrix([[1.0], [10**400]]) is None
+    assert vector([10**30]).tolist() == [1e30]  # beyond int64 but a float64
+    assert number(3) == 3.0 and number("inf") == math.inf and math.isnan(number("nan"))
+    for bad in (None, True, "x", [1.0], {}, 10**400):
+        assert number(bad) is None, bad
+    assert count(0, 5) == 0 and count(5, 5) == 5
+    for bad in (-1, 6, True, 2.0, "3", None, 10**30):
+        assert count(bad, 5) is None, bad
+    assert shown(0.123456) == "0.1235" and shown("nan") == "nan" and shown(2, ".1f") == "2.0"
+    assert shown(None) == "None" and shown("x" * 100).endswith("…") and len(shown("x" * 100)) == 60
+    assert shown(10**400).endswith("…")  # as it came, cut
+    assert shape_note([4, 4], (16,)) == "returned an array of shape (4, 4); expected (16,)"

@@ -1,6 +1,6 @@
 """The trusted comparison: units, tolerance, misconceptions, error carried forward, copies.
 
-Keys come from a real release of tdlsm/hw1 (the generator's output is the contract);
+Keys come from real releases of tdlsm/hw1 and dl/hw1 (the generator's output is the contract);
 harvests are written by hand as the sandbox would return them.
 """
 
@@ -13,7 +13,7 @@ import pytest
 import contract
 from autograder.compare import compare, shows_work
 from autograder.grade import copy_signals, grade_harvest
-from contract import Policy, Tolerance, within
+from contract import Misconception, Policy, Tolerance, within
 from generator import bank
 from generator.release import release
 from generator.roster import parse
@@ -173,8 +173,11 @@ def test_another_students_answer_is_a_copy_signal_never_a_penalty(ana, keys_dir)
     assert len(signals) == 1 and "ben's answer" in signals[0]
 
 
-def test_a_mistake_carried_forward_is_one_mistake_not_two(ana):
-    # 000 Ex. 2: forward-only C = 2ND in (b), then accelerator-days from that C in (d)
+def test_a_declared_misconception_is_matched_before_carried_credit(ana):
+    # 000 Ex. 2 (budgets/accelerators-needed, tdlsm/hw1): forward-only C = 2ND in (b), then
+    # accelerator-days from that C in (d).  (d) = their C / the key's flops_per_day is
+    # carried work, and also (d)'s own declared misconception "forward pass only" (key / 3):
+    # the misconception's verdict, feedback and credit (0 in the bank) win (issue 36 item 7).
     question = q(ana, "budgets/accelerators-needed")
     flops, days = ans(question, "train_flops"), ans(question, "accel_days")
     assert "train_flops" in days.depends_on
@@ -182,9 +185,60 @@ def test_a_mistake_carried_forward_is_one_mistake_not_two(ana):
     assert b.status == "misconception" and "backward" in b.feedback
     earlier = {x.id: (x.value, True) for x in question.answers}
     earlier["train_flops"] = (flops.value / 3, False)
+    forward_only = next(m for m in days.misconceptions if m.name == "forward pass only")
     d = verdict(question, "accel_days", number(days.display_value / 3), earlier)
-    assert d.status == "carried" and d.score == pytest.approx(0.8 * d.points)
-    assert "error carried forward" in d.feedback
+    assert d.status == "misconception" and d.misconception == "forward pass only"
+    assert d.feedback == forward_only.feedback
+    assert d.score == pytest.approx(forward_only.credit * d.points)
+    # the same value is carried work once the part declares no such misconception
+    bare = days.model_copy(update={"misconceptions": ()})
+    keys_by_id = {x.id: x for x in question.answers}
+    got = compare(bare, number(days.display_value / 3), params=question.params,
+                  earlier=earlier, keys_by_id=keys_by_id, ecf=True, ecf_credit=0.8,
+                  reveal=False)[0]  # fmt: skip
+    assert got.status == "carried" and got.score == pytest.approx(0.8 * got.points)
+    assert "error carried forward" in got.feedback
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dl-hw1") / "out"
+    release(bank.load().assignment("dl/hw1"), parse("student_id,name,email\nana,Ana,a@x\n"),
+            secret=SECRET, out=out)  # fmt: skip
+    return q(contract.read_key(out / "keys" / "ana.json"), "counting/gpt2-budget")
+
+
+@pytest.mark.parametrize("credit", [0.0, 0.25])
+def test_the_reported_ratio_of_one_is_the_misconception_not_carried_credit(gpt2, credit):
+    # The case reported in issue 36 item 7, on counting/gpt2-budget (dl/hw1, 001 Ex. 1):
+    # N right in (a), the naive 2N for the forward FLOPs per token in (c) (plausible: within
+    # 10x of the key 24Ld² + 4Lnd + 2Vd), then (d) = (c) / 2N = 1.0, which is (d)'s formula
+    # over their own (c).  The bank's (d) declares no misconception; the report's version
+    # of the question declares 1.0 as one, added here as it would be written in the key.
+    n = ans(gpt2, "n_params").value
+    ratio = ans(gpt2, "exact_over_2n")
+    assert ratio.depends_on == ("forward_per_token", "n_params")
+    assert not within(1.0, ratio.value, ratio)  # 1.0 is wrong for this variant (about 1.39)
+    one = Misconception(
+        name="forward FLOPs = 2N",
+        value=1.0,
+        feedback="2N counts two FLOPs per parameter: the attention scores and the head add more.",
+        credit=credit,
+    )
+    declared = ratio.model_copy(update={"misconceptions": (one,)})
+    keys = {x.id: x for x in gpt2.answers} | {"exact_over_2n": declared}
+    earlier = {"n_params": (n, True), "block_flops": (ans(gpt2, "block_flops").value, True),
+               "forward_per_token": (2 * n, False)}  # fmt: skip
+
+    def grade(a):
+        return compare(a, number(1.0), params=gpt2.params, earlier=earlier, keys_by_id=keys,
+                       ecf=True, ecf_credit=0.8, reveal=False)[0]  # fmt: skip
+
+    assert grade(ratio).status == "carried"  # undeclared: carried work, 0.8 of the point
+    v = grade(declared)
+    assert v.status == "misconception" and v.misconception == "forward FLOPs = 2N"
+    assert v.feedback == one.feedback and "carried" not in v.feedback
+    assert v.score == pytest.approx(credit * v.points)  # was 0.8 of the point before
 
 
 # --- carried credit is for work (issue: points only for work) ---------------------------
