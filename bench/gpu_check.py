@@ -14,8 +14,9 @@ code, never a student's.
    marks, as the reference earns on the CPU.
    - DPO: the bank's solution, its tensors moved to DEVICE and its loss back (autograd
      carries the gradients through the moves);
-   - the sampler: ``speculative_step`` written with torch, each draw an inverse-CDF
-     lookup in DEVICE tensors of the uniforms the given generator draws.
+   - the sampler: ``speculative_step`` written with torch, the accept test and the
+     residual's inverse-CDF lookup in DEVICE tensors of the uniforms the given generator
+     draws (the drafts are the checks' own).
 2. **The ring all-reduce over torch.distributed.**  ``--world`` processes, each rank on GPU
    ``rank % count`` over NCCL (so two ranks share one GPU where there is one), or on the
    CPU over gloo; the bank's solution, with ``comm.send_recv`` an isend/irecv pair of
@@ -75,22 +76,22 @@ def dpo_on(device: str):
 
 
 def sampler_on(device: str):
-    """Speculative sampling written with torch on ``device``: the draft's token, its
-    acceptance and the residual's token, each from one uniform of ``rng``."""
+    """Speculative sampling written with torch on ``device``: the draft's acceptance and
+    the residual's token, each from one uniform of ``rng``."""
 
-    def speculative_step(p, q, rng):
+    def speculative_step(p, q, x, rng):
         p_t = torch.as_tensor(p, dtype=torch.float64, device=device)
         q_t = torch.as_tensor(q, dtype=torch.float64, device=device)
-        u = torch.tensor(rng.random(3), dtype=torch.float64, device=device)
+        u = torch.tensor(rng.random(2), dtype=torch.float64, device=device)
 
         def draw(weights, uniform):
             cdf = torch.cumsum(weights / weights.sum(), 0)
             return torch.searchsorted(cdf, uniform.reshape(1)).clamp(max=len(cdf) - 1)[0]
 
-        x = draw(q_t, u[0])
-        accept = u[1] < torch.clamp(p_t[x] / q_t[x], max=1.0)
+        draft = torch.tensor(int(x), device=device)
+        accept = u[0] < torch.clamp(p_t[draft] / q_t[draft], max=1.0)
         residual = torch.clamp(p_t - q_t, min=0.0)
-        token = torch.where(accept, x, draw(residual, u[2]))
+        token = torch.where(accept, draft, draw(residual, u[1]))
         token, accept = torch.stack([token, accept.to(token.dtype)]).tolist()
         return int(token), bool(accept)
 

@@ -260,27 +260,53 @@ def test_dpo_mistakes_lose_exactly_what_they_break(fn, broken, hint):
 
 SPEC_PROPS = {
     "output": "output tokens follow the target p",
-    "rate": "acceptance rate is 1 − TV(p, q)",
-    "accepted": "accepted drafts follow min(p, q)/α",
+    "rate": "a draft x is kept with probability min(1, p(x)/q(x))",
+    "kept": "a kept draft is the token returned",
     "residual": "after a rejection, tokens follow the residual (p − q)₊ normalised",
 }
 
 
-def spec_always_accept(p, q, rng):
-    return int(rng.choice(len(q), p=q)), True
+def spec_always_accept(p, q, x, rng):
+    return int(x), True
 
 
-def spec_sample_p(p, q, rng):
+def spec_sample_p(p, q, x, rng):
+    """A token of p, flagged kept: right output law, no draft verified."""
     return int(rng.choice(len(p), p=p)), True
 
 
-def spec_unnormalised_residual(p, q, rng):
-    """Inverse-CDF sampling on (p − q)₊ without dividing by its sum (clamped to the last)."""
-    x = int(rng.choice(len(q), p=q))
+def spec_fresh_draft_when_kept(p, q, x, rng):
+    """The right test, but a kept draft replaced by a fresh sample of q."""
     if rng.random() < min(1.0, p[x] / q[x]):
-        return x, True
+        return int(rng.choice(len(q), p=q)), True
+    residual = np.maximum(p - q, 0.0)
+    return int(rng.choice(len(p), p=residual / residual.sum())), False
+
+
+def spec_ratio_unclipped_inverted(p, q, x, rng):
+    """Keeps x with probability min(1, q(x)/p(x)): the ratio upside down."""
+    if rng.random() < min(1.0, q[x] / p[x]):
+        return int(x), True
+    residual = np.maximum(p - q, 0.0)
+    return int(rng.choice(len(p), p=residual / residual.sum())), False
+
+
+def spec_unnormalised_residual(p, q, x, rng):
+    """Inverse-CDF sampling on (p − q)₊ without dividing by its sum (clamped to the last)."""
+    if rng.random() < min(1.0, p[x] / q[x]):
+        return int(x), True
     cdf = np.cumsum(np.maximum(p - q, 0.0))
     return min(int(np.searchsorted(cdf, rng.random(), side="right")), len(p) - 1), False
+
+
+def spec_one_uniform(p, q, x, rng):
+    """One uniform for the test and the residual draw: a residual token correlated with
+    the rejection (u is large after a rejection), so the residual's law is wrong."""
+    u = rng.random()
+    if u < min(1.0, p[x] / q[x]):
+        return int(x), True
+    cdf = np.cumsum(np.maximum(p - q, 0.0))
+    return min(int(np.searchsorted(cdf / cdf[-1], u, side="right")), len(p) - 1), False
 
 
 def test_sampler_reference_scores_full_marks_and_the_same_twice():
@@ -291,6 +317,20 @@ def test_sampler_reference_scores_full_marks_and_the_same_twice():
     assert grade(SPEC, fn, 5) == first  # a fixed grading seed: reproducible grades
 
 
+def test_sampler_steps_get_their_own_copies_of_p_and_q():
+    """A step that builds the residual in p's own memory changes nothing for the next."""
+
+    def in_place(p, q, x, rng):
+        if rng.random() < min(1.0, p[x] / q[x]):
+            return int(x), True
+        p -= q
+        np.maximum(p, 0.0, out=p)
+        p /= p.sum()
+        return int(rng.choice(len(p), p=p)), False
+
+    assert fraction(grade(SPEC, in_place, 7)) == 1
+
+
 def test_sampler_starter_scores_zero():
     assert fraction(grade(SPEC, starter(SPEC, "speculative_step"), 5)) == 0
 
@@ -298,13 +338,34 @@ def test_sampler_starter_scores_zero():
 @pytest.mark.parametrize(
     ("fn", "broken"),
     [
-        (spec_always_accept, {"output", "rate", "accepted", "residual"}),
-        (spec_sample_p, {"rate", "accepted", "residual"}),
+        (spec_always_accept, {"output", "rate", "residual"}),
+        (spec_sample_p, {"output", "rate", "kept", "residual"}),
+        (spec_fresh_draft_when_kept, {"output", "rate", "kept", "residual"}),
+        (spec_ratio_unclipped_inverted, {"output", "rate"}),
         (spec_unnormalised_residual, {"output", "residual"}),
+        (spec_one_uniform, {"output", "residual"}),
     ],
 )
 def test_sampler_mistakes_lose_exactly_what_they_break(fn, broken):
-    assert lost(grade(SPEC, fn, 5)) == {SPEC_PROPS[k] for k in broken}
+    """Seed 7: a residual on several tokens (seed 5's is a single token, which any draw
+    after a rejection gets right)."""
+    assert lost(grade(SPEC, fn, 7)) == {SPEC_PROPS[k] for k in broken}
+
+
+def test_sampler_judges_each_step_on_its_draft():
+    """The drafts are the probe's: a step that returns the joint law of (token, accepted)
+    without the draft loses every property, though its tokens follow p exactly."""
+
+    def joint_law(p, q, x, rng):
+        keep = np.minimum(p, q)
+        if rng.random() < keep.sum():
+            return int(rng.choice(len(p), p=keep / keep.sum())), True
+        rest = np.maximum(p - q, 0.0)
+        return int(rng.choice(len(p), p=rest / rest.sum())), False
+
+    props = grade(SPEC, joint_law, 7)
+    assert fraction(props) == 0
+    assert "the draft" in props[2]["message"] and "Not judged" in props[0]["message"]
 
 
 def test_probe_results_are_plain_json():

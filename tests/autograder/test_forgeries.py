@@ -342,22 +342,23 @@ def test_pass_at_k_forgeries_score_what_their_plain_version_scores(sandbox, tmp_
 VOTE, VOTE_CHECKS = "agents/pass-at-k-code", "vote_checks.py"  # its second code part
 FIRST_SEEN = """
 from collections import Counter
-def majority_vote(answers, rng):  # most_common keeps the first seen of tied answers
+def majority_vote(answers, choose):  # most_common keeps the first seen of tied answers
     return Counter(answers).most_common(1)[0][0]
 """
 VOTE_FORGERIES = {
-    # the probe's counts, its tied answers, its module, reachable from here
+    # the probe's lists, its tie-breakers and their generator, its module, reachable from here
     "frames, modules and gc": LEAKS
     + FIRST_SEEN.replace(
-        "def majority_vote(answers, rng):",
+        "def majority_vote(answers, choose):",
         """_found = []
-def majority_vote(answers, rng):
+def majority_vote(answers, choose):
     if not _found:
-        _found.append(_leaks(("_plain_answer", "cases"), ("wins", "seed"), ("tied", "ties")))
+        _found.append(_leaks(("_plain_answer", "cases", "TieBreaker"), ("breakers", "seed"),
+                             ("clear", "tied", "votes")))
     assert not _found[0], _found[0]""",
     ),
-    # the generators an in-process probe would draw its simulated runs and lists from
-    # (and the one it gives), patched: every run right, every draw 0
+    # the generators an in-process probe would draw its simulated runs, lists and
+    # tie-breaks from, patched: every run right, every draw 0
     "generators patched": FIRST_SEEN
     + """
 import numpy as np
@@ -374,13 +375,13 @@ np.random.seed = lambda *a, **k: None
 """,
     # the reference solution, from the project's folder
     "the grader's files": FIRST_SEEN + grader_files(VOTE, "majority_vote", "vote_solution.py"),
-    # ties dealt in turn: the same tied list asked again and again gets each tied answer in
-    # turn, without drawing from rng; the counts come out exactly equal (the check also
-    # counts which tied answer follows which on consecutive calls)
+    # ties dealt in turn: the same tied list asked again gets each tied answer in turn; the
+    # counts came out exactly equal (the check now has each tie decided by the probe's
+    # tie-breaker: more forgeries of this kind in test_forgeries_sampling.py)
     "ties dealt in turn": """
 from collections import Counter
 _asked = Counter()
-def majority_vote(answers, rng):
+def majority_vote(answers, choose):
     counts = Counter(answers)
     top = max(counts.values())
     tied = [a for a, n in counts.items() if n == top]
@@ -394,7 +395,7 @@ def majority_vote(answers, rng):
 def test_vote_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path):
     fn = part = "majority_vote"
     plain = scored_alike(sandbox, tmp_path, VOTE, fn, FIRST_SEEN, VOTE_FORGERIES, part, VOTE_CHECKS)
-    assert plain < 1  # ties always to the first seen: not at random (Exercise 14)
+    assert plain < 1  # ties always to the first seen: never the tie-breaker's (Exercise 14)
 
 
 # --- activation checkpointing (000 §2.5, Proposition 2.8) -----------------------------------------
@@ -706,13 +707,111 @@ def test_ring_forgeries_score_what_their_plain_version_scores(sandbox, tmp_path)
     assert plain < 1  # whole buffers, p − 1 times: the sum, not the ring (Theorem 3.3)
 
 
+# A gloo start failure told from inside the student's process (issue 36, item 7).  The gloo
+# run's ranks are forked from the student's process: a cell that breaks torch.distributed
+# there made every rank report that gloo could not start, and the check dropped its gloo
+# property as the machine's failure (weight 0) instead of failing it: a free pass for a
+# ring whose gloo run is wrong.  The probe process now starts a gloo group of its own
+# before it believes that (prober.whose_start).
+RING_NO_ALL_GATHER = """
+import numpy as np
+def ring_allreduce(x, rank, world, comm):  # the reduce-scatter, and no all-gather after it
+    p = world
+    chunks = [c.copy() for c in np.array_split(np.asarray(x, dtype=np.float64), p)]
+    for s in range(p - 1):
+        send, recv = (rank - s) % p, (rank - s - 1) % p
+        chunks[recv] = chunks[recv] + comm.send_recv(chunks[send])
+    return np.concatenate(chunks)
+"""
+RING_START_FORGERIES = {
+    "TCPStore patched to raise": RING_NO_ALL_GATHER
+    + """
+import torch.distributed as dist
+class _NoStore:
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("Connection refused: the store is down")
+dist.TCPStore = _NoStore
+""",
+    "init_process_group patched to raise": RING_NO_ALL_GATHER
+    + """
+import torch.distributed as dist
+def _no_group(*args, **kwargs):
+    raise RuntimeError("Gloo connectFullMesh failed")
+dist.init_process_group = _no_group
+""",
+    # the harness's own step replaced: each rank tells P, in the harness's words, that it
+    # could not start, without trying
+    "the harness's start step forged": RING_NO_ALL_GATHER
+    + """
+import sys
+for _m in list(sys.modules.values()):
+    if hasattr(_m, "_join_gloo") and hasattr(_m, "wire"):
+        def _told(fd, store, rank, world, _m=_m):
+            _m.wire.send(fd, {"op": "ready", "error": "RuntimeError: gloo is down"})
+            return False
+        _m._join_gloo = _told
+""",
+}
+
+
+def test_a_gloo_start_broken_from_the_notebook_fails_the_gloo_property(sandbox, tmp_path):
+    """Each forgery scores exactly what its plain version scores (as scored_alike, each
+    notebook run once), the gloo property counted at 0 in both."""
+
+    def gloo_property(props: list[dict]) -> dict:
+        gloo = props[-1]
+        assert gloo["name"] == "gloo run matches dist.all_reduce"
+        return gloo
+
+    plain = properties(sandbox, tmp_path, RING, "ring_allreduce", RING_NO_ALL_GATHER)
+    assert 0 < fraction(plain) < 1  # right messages for the reduce-scatter, a wrong sum
+    gloo = gloo_property(plain)
+    assert (gloo["weight"], gloo["score"]) == (1.5, 0.0), gloo
+    for name, cells in here(sandbox, RING_START_FORGERIES).items():
+        forged = properties(sandbox, tmp_path, RING, "ring_allreduce", cells)
+        assert fraction(forged) == fraction(plain), name
+        gloo = gloo_property(forged)
+        assert (gloo["weight"], gloo["score"]) == (1.5, 0.0), (name, gloo)  # counted, at 0
+    assert "something in the notebook's process stopped it" in gloo["message"]
+
+
+def test_a_gloo_start_failure_is_the_machines_only_when_the_probe_process_fails_too(
+    monkeypatch,
+):
+    """The honest broken machine stays apart: P's own group fails too, and the rank's
+    NotStarted is kept (the check then gives the property weight 0).  When P's own group
+    forms, or its test cannot tell, the rank's word is the student's failure."""
+    from autograder import prober
+
+    told = prober.NotStarted("RuntimeError: Connection refused")
+    outcomes = [[told, told, ValueError("the student's own")]]
+    verdicts = {
+        (False, "loopback does not connect"): prober.NotStarted,
+        (True, ""): RuntimeError,
+        (None, "could not fork"): RuntimeError,
+    }
+    for here, kind in verdicts.items():
+        channel = prober.Channel(-1, 0.0)
+        monkeypatch.setattr(prober, "gloo_starts_here", lambda until, here=here: here)
+        [[a, b, c]] = prober.whose_start(channel, outcomes, 0.0)
+        assert type(a) is kind and type(b) is kind and isinstance(c, ValueError), here
+        assert channel.gloo_here == here  # once per job
+        if kind is prober.NotStarted:
+            assert "the grader's own gloo group could not start either" in str(a)
+        else:
+            assert getattr(a, "scalegrade_student", False) and "notebook's process" in str(a)
+    # no rank told a start failure: nothing to judge, no test run
+    monkeypatch.setattr(prober, "gloo_starts_here", lambda until: pytest.fail("a test ran"))
+    assert prober.whose_start(prober.Channel(-1, 0.0), [[1.0, 2.0]], 0.0) == [[1.0, 2.0]]
+
+
 # --- the speculative sampler (000 §6.4) -----------------------------------------------------------
 
 SAMPLER = "serving/speculative-sampler-code"
 
 SAMPLER_FORGERIES = {
     # 000 §6.4: the trick that beat the in-process probe: fixed output, count arrays forged
-    "constant": "def speculative_step(p, q, rng):\n    return (0, True)\n",
+    "constant": "def speculative_step(p, q, x, rng):\n    return (0, True)\n",
     "constant, numpy.zeros patched": """
 import numpy as np
 _zeros = np.zeros
@@ -721,7 +820,7 @@ def _forged(shape, *a, **k):
     out[:] = 1000
     return out
 np.zeros = _forged
-def speculative_step(p, q, rng):
+def speculative_step(p, q, x, rng):
     return (0, True)
 """,
 }
@@ -1065,12 +1164,9 @@ np.mean = np.sum = np.var = np.std = lambda a, *args, **kwargs: 0.0
 np.allclose = np.isclose = lambda *a, **k: True
 math.erfc = lambda z: 1.0
 """,
-    # a stratified stream: exactly round(σ n) rewarded rollouts, placed by rng, so that
-    # the sample's frequency, mean and spread carry no sampling error at all
-    "stream stratified": NO_BASELINE.replace(
-        "    actions = (rng.random(n) < sigma).astype(float)\n",
-        "    actions = np.zeros(n)\n    actions[rng.permutation(n)[: round(sigma * n)]] = 1.0\n",
-    ),
+    # a stratified stream (exactly round(σ n) rewarded rollouts, no sampling error at all)
+    # is in tests/autograder/test_forgeries_state.py: rng now serves the draws, and the
+    # check reads each rollout's action off its own draw (issue 36)
     # the probe's (θ, b), its streams and seed: modules, gc, every frame
     "frames, modules and gc": LEAKS
     + NO_BASELINE.replace(

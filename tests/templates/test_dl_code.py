@@ -282,6 +282,85 @@ def test_bandit_moments_matched_lose_what_the_ignored_baseline_loses():
     assert "not (1 − b)(1 − σ)" in messages(props)
 
 
+def bandit_binomial(theta, b, n, rng):
+    a = rng.binomial(1, _sigma(theta), size=n).astype(float)
+    return (a - b) * (a - _sigma(theta))
+
+
+def bandit_choice(theta, b, n, rng):
+    sigma = _sigma(theta)
+    a = rng.choice(np.array([0, 1]), n, p=[1 - sigma, sigma]).astype(float)
+    return (a - b) * (a - sigma)
+
+
+def bandit_uniform_above(theta, b, n, rng):
+    a = (rng.uniform(0.0, 1.0, size=(n,)) >= 1 - _sigma(theta)).astype(np.float32)
+    return (a - np.float32(b)) * (a - np.float32(_sigma(theta)))  # float32 is fine too
+
+
+@pytest.mark.parametrize("fn", [bandit_binomial, bandit_choice, bandit_uniform_above])
+def test_bandit_other_draws_of_rng_score_full_marks(fn):
+    """rng serves NumPy's random, uniform, binomial and choice: a = 1 where u < σ, where
+    u ≥ 1 − σ, or a Bernoulli(σ) drawn as such, is each rollout following its draw."""
+    props = grade(BANDIT, fn, 3)
+    assert fraction(props) == 1, messages(props)
+
+
+def bandit_draws_thrown_away(theta, b, n, rng):
+    rng.random(n)  # drawn, then the global generator decides
+    return bandit_global_generator(theta, b, n, rng)
+
+
+def bandit_stratified(theta, b, n, rng):
+    """Exactly round(σ n) rewarded rollouts, the smallest draws: no sampling error at all."""
+    a = np.zeros(n)
+    a[np.argsort(rng.random(n))[: round(_sigma(theta) * n)]] = 1.0
+    return (a - b) * (a - _sigma(theta))
+
+
+def bandit_generator_state_copied(theta, b, n, rng):
+    """rng read ahead where it can be (a NumPy Generator), never drawn from."""
+    try:
+        made = np.random.Generator(np.random.PCG64())
+        made.bit_generator.state = rng.bit_generator.state
+    except AttributeError:  # the autograder's rng has no state to read
+        return bandit_global_generator(theta, b, n, rng)
+    a = (made.random(n) < _sigma(theta)).astype(float)
+    return (a - b) * (a - _sigma(theta))
+
+
+@pytest.mark.parametrize(
+    ("fn", "why"),
+    [
+        (bandit_draws_thrown_away, "do not follow rng's draws"),
+        (bandit_stratified, "do not follow rng's draws"),
+        (bandit_generator_state_copied, "0 draws of rng"),
+    ],
+)
+def test_bandit_rollouts_not_decided_by_rngs_draws_lose_what_the_global_generator_loses(fn, why):
+    """Issue 36: the probe serves rng's draws; each rollout must follow its own draw."""
+    props = grade(BANDIT, fn, 3)
+    assert lost(props) == {BANDIT_PROPS["rng"]}
+    assert fraction(props) == fraction(grade(BANDIT, bandit_global_generator, 3))
+    assert why in messages(props)
+
+
+def test_bandit_rng_serves_draws_and_keeps_its_state():
+    """The rng handed over has methods only (a data attribute would be copied to the
+    student's process), caps what it serves, and logs every draw in order."""
+    module = load_checks(BANDIT, "checks.py").module
+    draws = module.Draws([1, 41, 0], 10)
+    public = {name for name in dir(draws) if not name.startswith("_")}
+    assert public == {"random", "uniform", "binomial", "choice"}
+    assert all(callable(getattr(draws, name)) for name in public)
+    first, second = draws.random(3), draws.uniform(size=(2, 2))
+    assert np.array_equal(draws._drawn(), np.concatenate([first, second.ravel()]))
+    with pytest.raises(ValueError, match="at most"):
+        draws.random(4)  # 7 served of 10
+    with pytest.raises(TypeError):
+        draws.choice(list(range(100)))
+
+
 def test_bandit_reference_reproduces_the_notes_variances_and_is_plain_json():
     """Ex. 10(b) at σ = 0.9: variance 0.0009 without baseline, 0.0576 with b = J, 0 with b*."""
     fn = function(BANDIT, "solution.py", "reinforce_estimates")

@@ -136,11 +136,49 @@ def test_ef_float32_implementation_passes():
     assert fraction(grade(EF, ef_float32, 3)) == 1
 
 
+def test_ef_memory_kept_between_calls_loses_the_convergence_it_ran():
+    """Issue 36: top-k without memory, each worker's memory kept in a global (the worker
+    told by the call count) runs error feedback and converges; the run's calls, judged on
+    the memory passed in, are not top-k of grad + memory, and the run does not count."""
+    kept = {"calls": 0}
+
+    def ef_hidden_memory(grad, memory, k):
+        if grad.size != 50:  # the single calls: as top-k without memory
+            return ef_without_memory(grad, memory, k)
+        slot = kept["calls"] % 4
+        kept["calls"] += 1
+        sent = _top_k(grad + kept.get(slot, 0.0), k)
+        kept[slot] = grad + kept.get(slot, 0.0) - sent
+        return sent, np.zeros_like(grad)
+
+    props = grade(EF, ef_hidden_memory, 3)
+    assert lost(props) == lost(grade(EF, ef_without_memory, 3))
+    assert "does not explain" in _messages(props)
+
+
+def test_ef_output_that_changes_with_the_call_count_is_caught_by_a_call_made_again():
+    """The same (grad, memory, k) must give the same outputs: k + 1 entries on every other
+    call is top-k of grad + memory on each call, but not a function of its arguments."""
+    kept = {"calls": 0}
+
+    def ef_every_other_call(grad, memory, k):
+        kept["calls"] += 1
+        return (
+            ef_k_plus_one(grad, memory, k)
+            if kept["calls"] % 2
+            else (_top_k(grad + memory, k), memory + grad - _top_k(grad + memory, k))
+        )
+
+    props = grade(EF, ef_every_other_call, 3)
+    assert lost(props) == {EF_PROPS["count"], EF_PROPS["converges"]}
+    assert "made again" in _messages(props)
+
+
 # --- local SGD -----------------------------------------------------------------------------
 
 LOCAL_PROPS = {
     "sync": "H = 1 is mini-batch SGD",
-    "rounds": "⌊T/H⌋ rounds, one after every H local steps",
+    "rounds": "⌊T/H⌋ rounds, each averaging the models after H local steps",
     "restart": "every worker restarts from the average",
     "trajectory": "matches local SGD on a quadratic",
 }
@@ -189,6 +227,20 @@ def local_shared_array(grads, x0, lr, steps, H, average):
     return xs
 
 
+def local_averages_before_the_step(grads, x0, lr, steps, H, average):
+    """average given the models before the round's last step; the mean taken here: the
+    right trajectory and count, but not the workers' models in the round (issue 36)."""
+    xs = [np.array(x0, dtype=float) for _ in grads]
+    for t in range(1, steps + 1):
+        before = [x.copy() for x in xs]
+        xs = [x - lr * g(x) for x, g in zip(xs, grads, strict=True)]
+        if t % H == 0:
+            average(before)
+            avg = np.mean(xs, axis=0)
+            xs = [avg.copy() for _ in grads]
+    return xs
+
+
 def local_final_average(grads, x0, lr, steps, H, average):
     """An extra round for the last incomplete segment: ⌈T/H⌉ rounds."""
     xs = function(LOCAL, "solution.py", "local_sgd")(grads, x0, lr, steps, H, average)
@@ -221,6 +273,7 @@ def test_local_starter_scores_zero():
         (local_off_by_one, {"rounds", "restart", "trajectory"}, "t mod H = 0"),
         (local_shared_array, {"sync", "restart", "trajectory"}, "[avg] * p"),
         (local_final_average, {"rounds", "trajectory"}, "⌊T/H⌋"),
+        (local_averages_before_the_step, {"rounds"}, "was not given the workers' models"),
     ],
 )
 def test_local_mistakes_lose_exactly_what_they_break(fn, broken, hint):

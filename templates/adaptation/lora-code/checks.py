@@ -2,17 +2,26 @@
 
 ``probe`` runs in the probe process, beside the student's: it lends float32 ``nn.Linear``
 layers drawn from the seed to the student's ``LoRALinear`` (their calls run here), keeps
-the student's layers in the student's process, and records the output at the start, the
-base's weight after one optimizer step, the number of trainable parameters, the outputs
-with factors A and B set by the probe (at α = r and at another α), and the loss reached
-by training A and B alone, with Adam run here, on a rank-r change of the weight (and with
-a rank r − 1 adapter).
+the student's layers in the student's process, and records the update B A the layer holds
+at construction (read from it) and its output there, the base's weight after one
+optimizer step, the number of trainable parameters, the outputs with factors A and B set
+by the probe (at α = r and at another α), and a training of A and B alone, with Adam run
+here, on a rank-r change of the weight (and with a rank r − 1 adapter).
 ``grade`` runs in the trusted process: it redraws the layers and inputs from the seed and
 compares with W₀x + b + (α/r)BAx computed in float64.
 
+Outputs are judged against the layer's own A and B, never alone (issue 36): the cotangent
+of the fit's loss, 2(pred − y)/n, reveals the target, and a layer could return it, or
+remember the fit's inputs, or train a matrix of its own, or hand Adam gradients that are
+not its output's.  So every output during the training must be base(x) + f·B A x with the
+A and B the probe set, for one factor f, and the gradients of A and B those of that
+output; the trained A and B are read back from the layer, the loss is computed from them,
+and the layer must match them on inputs drawn after the training.
+
 The properties are separated on purpose: the forward check accepts any factor in front
 of BAx, so that a forgotten α/r costs only the scaling property; the training check uses
-α = r, where every correct scaling is 1.
+α = r, where every correct scaling is 1, and accepts any factor f all the same, and the
+layout x A B (A of shape d_in × r), which only the forward check refuses.
 """
 
 from __future__ import annotations
@@ -26,6 +35,13 @@ RTOL, ATOL = 1e-5, 1e-5  # float32 outputs of order 1
 FIT_STEPS, UNDER_STEPS, FIT_LR = 150, 60, 0.03
 FIT_MAX = 1e-2  # relative loss a rank-r adapter must reach on a rank-r change
 UNDER_MIN = 0.2  # a rank r − 1 adapter cannot go below 1/r ≥ 1/3 (equal singular values)
+FRESH = 8  # inputs drawn after the training
+ZERO = 1e-6  # the largest entry of B A at construction: B = 0 makes it 0
+# While training, the output must be base(x) + f·B A x with the probe's A and B, for one
+# factor f (any f: the scaling is property 5's), to OUT_TOL·(1 + max|output|), and the
+# gradients of A and B those of that output to GRAD_TOL of the largest: a float32 layer
+# is off by about 1e-6 of each, a layer that answers anything else by 1e-2 or more.
+OUT_TOL, GRAD_TOL = 1e-4, 1e-3
 
 # --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
 
@@ -72,7 +88,27 @@ def cases(seed: int) -> dict:
         "fit_y": target.astype(np.float32),
         "fit_scale": float(np.mean((xs @ shift.T) ** 2)),
         "torch_seed": int(rng.integers(2**31)),
+        # inputs the layer first sees after its training (issue 36): its own A and B must
+        # explain its outputs there, not what it remembers of the fit
+        "fresh_x": np.random.default_rng([seed, 31]).normal(size=(FRESH, d_in)).astype(np.float32),
     }
+
+
+def layout(a_shape, b_shape, c: dict, r: int) -> str | None:
+    """How the factors make the update: "BA" for A (r × d_in) and B (d_out × r), as the
+    contract says; "AB" for A (d_in × r) and B (r × d_out), x A B, a valid layout that
+    the forward check refuses and the training check accepts; None otherwise."""
+    a_shape, b_shape = tuple(a_shape), tuple(b_shape)
+    if a_shape == (r, c["d_in"]) and b_shape == (c["d_out"], r):
+        return "BA"
+    if a_shape == (c["d_in"], r) and b_shape == (r, c["d_out"]):
+        return "AB"
+    return None
+
+
+def delta(a, b, how: str):
+    """The change of the weight (d_out × d_in) that the factors make, NumPy or torch."""
+    return b @ a if how == "BA" else (a @ b).T
 
 
 def _plain(values) -> list:
@@ -148,6 +184,27 @@ def _forward(student, c: dict, alpha: float) -> dict:
     return {"error": y} if isinstance(y, str) else {"error": None, "y": y}
 
 
+def _update_at_start(module, c: dict) -> float | str:
+    """The largest entry of the update B A that the layer holds at construction, read from
+    it (issue 36: its first output alone can be the base's while B A is not 0); or why
+    there is none."""
+    import torch
+
+    try:
+        a, b = (module.read(name) for name in ("A", "B"))
+    except BaseException as err:  # noqa: BLE001
+        return _error(err)
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return "A or B is not a tensor"
+    how = layout(a.shape, b.shape, c, c["r"])
+    if how is None:
+        return (
+            f"A has shape {tuple(a.shape)} and B {tuple(b.shape)}, not "
+            f"({c['r']}, {c['d_in']}) and ({c['d_out']}, {c['r']})"
+        )
+    return _number(float(delta(a.detach().double(), b.detach().double(), how).abs().max()))
+
+
 def _start(student, c: dict) -> dict:
     """Output at construction, then one SGD step on every trainable parameter.  What
     happens to the pretrained layer is seen here: the gradients the student's process asks
@@ -160,7 +217,7 @@ def _start(student, c: dict) -> dict:
         module = student.run(student.hold(linear), c["r"], c["alpha"])
     except BaseException as err:  # noqa: BLE001
         return {"error": _error(err)}
-    rec: dict = {"error": None}
+    rec: dict = {"error": None, "update0": _update_at_start(module, c)}
     y = _output(module, c["x"])
     if isinstance(y, str):
         return {"error": y}
@@ -197,10 +254,16 @@ def _start(student, c: dict) -> dict:
 
 
 def _train(student, c: dict, rank: int, steps: int) -> dict:
-    """Adam on A and B only, from the student's own initialisation; the final relative loss.
+    """Adam on A and B only, from the student's own initialisation.
 
     Adam runs here (β = 0.9, 0.999): the student's process computes the layer's output and
-    the gradients of A and B; this process the loss, the steps and the new A and B.
+    the gradients of A and B; this process the loss, the steps and the new A and B.  What
+    comes back is judged against the probe's own A and B (issue 36): the cotangent of the
+    loss reveals the target, so an output, or a gradient, could be the target's and not
+    the layer's.  Each output must be base(x) + f·ΔW x, ΔW the update of the A and B set,
+    and the gradients those of that output; after the training A and B are read back from
+    the layer, the loss is computed from them (in ``grade``), and the layer is run on
+    inputs it never saw in the fit.
     """
     import torch
 
@@ -208,37 +271,109 @@ def _train(student, c: dict, rank: int, steps: int) -> dict:
     try:
         module = _layer_of(student, _linear(c["fit_base"]), rank, float(rank))  # α = r: 1
         factors = {name: module.read(name).detach() for name in ("A", "B")}
+        how = layout(factors["A"].shape, factors["B"].shape, c, rank)
+        if how is None:
+            raise ValueError(
+                f"A has shape {tuple(factors['A'].shape)} and B {tuple(factors['B'].shape)}, "
+                f"not ({rank}, {c['d_in']}) and ({c['d_out']}, {rank})"
+            )
         x, y = torch.from_numpy(c["fit_x"]), torch.from_numpy(c["fit_y"])
+        x64, base64 = x.double(), torch.from_numpy(_base_of(c["fit_base"], c["fit_x"]))
+        seen: list[tuple] = []  # (output − base(x), grad A, grad B) and what they must be
         moments = {n: (torch.zeros_like(p), torch.zeros_like(p)) for n, p in factors.items()}
         for t in range(1, steps + 1):
             out = module.run(x)
             pred = out.value
             if not isinstance(pred, torch.Tensor) or pred.shape != y.shape:
                 raise TypeError(f"the layer returns {out.type} of the wrong shape")
-            out.backward(2 * (pred - y) / y.numel())  # the gradient of the mean squared error
+            cotangent = 2 * (pred - y) / y.numel()  # the gradient of the mean squared error
+            out.backward(cotangent)
             grads = {n: g for n, _, _, g in module.parameters(clear=True)}
             for name, p in factors.items():
                 g = grads.get(name)
-                g = g if isinstance(g, torch.Tensor) else torch.zeros_like(p)
+                g = g if isinstance(g, torch.Tensor) and g.shape == p.shape else None
+                grads[name] = torch.zeros_like(p) if g is None else g
+            seen.append(_step_seen(x64, base64, pred, cotangent, factors, grads, how))
+            for name, p in factors.items():
+                g = grads[name]
                 m, v = moments[name]
                 m.mul_(0.9).add_(g, alpha=0.1)
                 v.mul_(0.999).addcmul_(g, g, value=0.001)
                 p -= FIT_LR * (m / (1 - 0.9**t)) / ((v / (1 - 0.999**t)).sqrt() + 1e-8)
             module.assign(factors)
-        final = _mse(module, x, y) / c["fit_scale"]
+        held = {name: module.read(name) for name in ("A", "B")}
+        fresh = _output(module, c["fresh_x"])
     except BaseException as err:  # noqa: BLE001
         return {"error": _error(err)}
-    return {"error": None, "loss": float(final) if math.isfinite(final) else str(final)}
+    if isinstance(fresh, str):
+        return {"error": f"on inputs after the training: {fresh}"}
+    if not all(isinstance(v, torch.Tensor) for v in held.values()):
+        return {"error": "A or B, read after the training, is not a tensor"}
+    same = all(
+        held[n].shape == p.shape and torch.equal(held[n].detach().to(p.dtype), p)
+        for n, p in factors.items()
+    )
+    f, out_err, grad_err = _consistency(seen)
+    return {
+        "error": None,
+        "layout": how,
+        "factor": f,
+        "out_err": out_err,
+        "grad_err": grad_err,
+        "held_as_set": same,
+        "A": _rows(held["A"]),
+        "B": _rows(held["B"]),
+        "fresh_y": fresh,
+    }
 
 
-def _mse(module, x, y) -> float:
+def _base_of(layer: dict, x: np.ndarray) -> np.ndarray:
+    w, b = layer["weight"].astype(np.float64), layer["bias"].astype(np.float64)
+    return x.astype(np.float64) @ w.T + b
+
+
+def _rows(t) -> list:
     import torch
 
-    out = module.run(x)
-    out.release()
-    if not isinstance(out.value, torch.Tensor):
-        raise TypeError(f"the layer returns {out.type}")
-    return ((out.value.to(torch.float64) - y) ** 2).mean().item()
+    return [_plain(row) for row in t.detach().to(torch.float64).tolist()]
+
+
+def _step_seen(x64, base64, pred, cotangent, factors: dict, grads: dict, how: str) -> tuple:
+    """One step's output and gradients, and what they must be for the A and B set: the
+    update x ΔWᵀ and its gradients, by autograd here, in float64."""
+    a = factors["A"].detach().double().requires_grad_()
+    b = factors["B"].detach().double().requires_grad_()
+    update = x64 @ delta(a, b, how).T
+    update.backward(cotangent.detach().double())
+    got = (pred.detach().double() - base64, grads["A"].double(), grads["B"].double())
+    return got, (update.detach(), a.grad, b.grad), float(pred.detach().abs().max())
+
+
+def _consistency(seen: list[tuple]) -> tuple:
+    """The factor f with output − base(x) = f·x ΔWᵀ (least squares over every step's
+    outputs; over the gradients, f times the update's, when ΔW was 0 throughout; 1 when
+    both were: A = B = 0), and the largest relative misfits of outputs and gradients at
+    that f; "inf" for a misfit that is not a number."""
+    f = 1.0
+    for part in ((0,), (1, 2)):  # the outputs, else the gradients
+        num = sum(float((got[i] * want[i]).sum()) for got, want, _ in seen for i in part)
+        den = sum(float((want[i] * want[i]).sum()) for _, want, _ in seen for i in part)
+        if den > 0:
+            f = num / den if math.isfinite(num) else 1.0
+            break
+    out_err = grad_err = 0.0
+    for (out, ga, gb), (update, wa, wb), size in seen:
+        miss = float((out - f * update).abs().max()) / (1 + size)
+        out_err = max(out_err, miss if math.isfinite(miss) else math.inf)
+        scale = max(float((f * wa).abs().max()), float((f * wb).abs().max()))
+        miss = max(float((ga - f * wa).abs().max()), float((gb - f * wb).abs().max()))
+        miss = miss / scale if scale > 0 else (0.0 if miss == 0 else math.inf)
+        grad_err = max(grad_err, miss if math.isfinite(miss) else math.inf)
+    return f, _number(out_err), _number(grad_err)
+
+
+def _number(v: float) -> float | str:
+    return v if math.isfinite(v) else str(v)
 
 
 def probe(student, seed: int, params: dict) -> dict:
@@ -288,11 +423,11 @@ def _factor(rec, c: dict) -> tuple[float | None, str]:
         return None, _why(rec, "with A and B set")
     if not np.all(np.isfinite(y)):
         return None, "with A and B set, the output is not finite."
-    delta, upd = (y - _base_out(c)).ravel(), _update(c).ravel()
-    f = float(delta @ upd / (upd @ upd))
-    if np.allclose(delta, f * upd, rtol=1e-4, atol=ATOL * (1 + np.abs(upd).max())):
+    diff, upd = (y - _base_out(c)).ravel(), _update(c).ravel()
+    f = float(diff @ upd / (upd @ upd))
+    if np.allclose(diff, f * upd, rtol=1e-4, atol=ATOL * (1 + np.abs(upd).max())):
         return f, ""
-    err = np.abs(delta - f * upd).max() / np.abs(upd).max()
+    err = np.abs(diff - f * upd).max() / np.abs(upd).max()
     return None, (
         f"with A and B set, output − base(x) is not a multiple of B A x (off by {err:.2g} "
         "relative): the layer must return base(x) + (α/r)·B A x, A of shape r × d_in, "
@@ -300,9 +435,59 @@ def _factor(rec, c: dict) -> tuple[float | None, str]:
     )
 
 
+def _trained(rec, c: dict, rank: int) -> tuple[float | None, str]:
+    """The relative loss on the fit's data of the A and B read from the layer after its
+    training (with the layer's factor f), or None and why not: the outputs or gradients
+    during the training were not those of the A and B set, A and B read back are not the
+    values set, or on the inputs drawn after the training the output is not base(x) +
+    f·ΔW x with them."""
+    from autograder.checktools import matrix, number, vector
+
+    if not isinstance(rec, dict):
+        return None, "no result"
+    if isinstance(rec.get("error"), str):
+        return None, rec["error"]
+    f, out_err, grad_err = (number(rec.get(k)) for k in ("factor", "out_err", "grad_err"))
+    if f is None or out_err is None or grad_err is None or not math.isfinite(f):
+        return None, "no usable record of the training"
+    if not out_err <= OUT_TOL:
+        return None, (
+            "during the training the output is not base(x) + f·B A x with the A and B the "
+            f"training set (off by {out_err:.2g} relative): an output that is not the layer's"
+        )
+    if not grad_err <= GRAD_TOL:
+        return None, (
+            "the gradients of A and B are not those of the layer's output (off by "
+            f"{grad_err:.2g} relative)"
+        )
+    if rec.get("held_as_set") is not True:
+        return None, "A and B read from the layer after the training are not the values set"
+    a, b = matrix(rec.get("A")), matrix(rec.get("B"))
+    how = layout(a.shape, b.shape, c, rank) if a is not None and b is not None else None
+    if how is None:
+        return None, "A and B read from the layer after the training have the wrong shapes"
+    change = f * delta(a, b, how)
+    if not np.all(np.isfinite(change)):
+        return None, "A and B after the training are not finite"
+    fresh = c["fresh_x"].astype(np.float64)
+    expected = _base_of(c["fit_base"], c["fresh_x"]) + fresh @ change.T
+    y = vector(rec.get("fresh_y"))
+    if y is None or y.size != expected.size:
+        return None, "on inputs drawn after the training, no output of the right shape"
+    if not np.allclose(
+        y.reshape(expected.shape), expected, rtol=0, atol=OUT_TOL * (1 + np.abs(expected).max())
+    ):
+        return None, (
+            "on inputs drawn after the training, the output is not base(x) + f·B A x with "
+            "the layer's own A and B"
+        )
+    pred = _base_of(c["fit_base"], c["fit_x"]) + c["fit_x"].astype(np.float64) @ change.T
+    return float(np.mean((pred - c["fit_y"]) ** 2) / c["fit_scale"]), ""
+
+
 def grade(result: dict, seed: int, params: dict) -> list[dict]:
     """Score the probe's outputs against W₀x + b + (α/r)BAx recomputed from the seed."""
-    from autograder.checktools import close, prop
+    from autograder.checktools import close, prop, shown
 
     c = cases(seed)
     r, d_in, d_out = c["r"], c["d_in"], c["d_out"]
@@ -313,10 +498,20 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
     start = result.get("start") if isinstance(result.get("start"), dict) else {}
     y0 = _y(start, (c["x"].shape[0], d_out))
     base_out = _base_out(c)
-    if close(y0, base_out, RTOL, ATOL):
-        ok, msg = True, "At construction the layer returns exactly the pretrained layer's output."
-    elif y0 is None:
+    update0 = start.get("update0")
+    if y0 is None:
         ok, msg = False, _why(start, "at construction")
+    elif isinstance(update0, str):
+        ok, msg = False, f"At construction A and B cannot be read: {update0}."
+    elif close(y0, base_out, RTOL, ATOL) and isinstance(update0, float) and update0 <= ZERO:
+        ok, msg = True, "At construction the layer returns exactly the pretrained layer's output."
+    elif isinstance(update0, float) and update0 > ZERO:
+        ok = False
+        msg = (
+            f"At construction the layer holds B A ≠ 0 (an entry of {update0:.2g}): B must "
+            "start at zero (A random), so that BA = 0 and training starts exactly from the "
+            "pretrained model (§5.2)."
+        )
     else:
         ok = False
         msg = (
@@ -388,26 +583,45 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
     props.append(prop("scaled by α/r", 1.0, sum(oks) / 2, msg))
 
     # 6. training A and B fits a rank-r change; rank r − 1 cannot
-    fit, under = result.get("fit"), result.get("under")
-    fit_loss = fit.get("loss") if isinstance(fit, dict) else None
-    under_loss = under.get("loss") if isinstance(under, dict) else None
-    fit_ok = isinstance(fit_loss, float) and fit_loss <= FIT_MAX
-    under_ok = isinstance(under_loss, float) and under_loss >= UNDER_MIN
+    fit_loss, fit_why = _trained(result.get("fit"), c, r)
+    under_loss, under_why = _trained(result.get("under"), c, r - 1)
+    fit_ok = fit_loss is not None and fit_loss <= FIT_MAX
+    under_ok = under_loss is not None and under_loss >= UNDER_MIN
     name = "training A and B fits a rank-r change"
-    if not fit_ok:
-        why = (
-            fit["error"]
-            if isinstance(fit, dict) and isinstance(fit.get("error"), str)
-            else f"the relative loss is still {fit_loss} after {FIT_STEPS} Adam steps"
-        )
+    if not fit_ok and fit_why:
         props.append(
             prop(
                 name,
                 2.0,
                 0,
-                f"Training only A and B on a change of W₀ of rank r = {r}: {why}. Both factors "
-                "must receive gradients: with B = 0, A must start random (if both are zero, "
-                "neither ever moves) (§5.2).",
+                f"Training only A and B on a change of W₀ of rank r = {r}: {fit_why}. The "
+                "layer's output must be base(x) + (α/r)·B A x with its own A and B, and the "
+                "gradients of A and B those of that output (§5.2).",
+            )
+        )
+    elif not fit_ok:
+        props.append(
+            prop(
+                name,
+                2.0,
+                0,
+                f"Training only A and B on a change of W₀ of rank r = {r}: the relative loss "
+                f"of the trained A and B is still {shown(fit_loss, '.2g')} after {FIT_STEPS} "
+                "Adam steps. Both factors must receive gradients: with B = 0, A must start "
+                "random (if both are zero, neither ever moves) (§5.2).",
+            )
+        )
+    elif not under_ok and under_loss is None:
+        # the rank r − 1 run raised or was not the layer's: the fit counts, the bound unknown
+        why = under_why
+        props.append(
+            prop(
+                name,
+                2.0,
+                0.5,
+                f"Training a rank r − 1 = {r - 1} adapter the same way failed: {why}. It must "
+                f"train and stay above a relative loss of {UNDER_MIN:g}, which shows that your "
+                "adapter has r degrees of freedom and not more (§5.2).",
             )
         )
     elif not under_ok:

@@ -14,10 +14,12 @@ d_out × d_in, bias b) and learns a low-rank correction of its weight:
   size of the initial updates; with α = r it is the notes' W₀ + BA;
 - only r(d_in + d_out) parameters are trainable.
 
-Make A and B of the base weight's dtype.  The autograder checks the output at the start,
-that the base stays frozen, the number of trainable parameters, the forward pass with
-given A and B and its scaling by α/r, and that training A and B alone fits a rank-r
-change of the weight, which a rank r − 1 adapter cannot.
+Make A and B of the base weight's dtype.  The autograder checks B A (read from your
+layer) and the output at the start, that the base stays frozen, the number of trainable
+parameters, the forward pass with given A and B and its scaling by α/r, and that training
+A and B alone fits a rank-r change of the weight, which a rank r − 1 adapter cannot: the
+outputs and gradients while training, and the outputs on new inputs after it, must be
+those of base(x) + (α/r)·B A x with the layer's own A and B.
 """
 
 from __future__ import annotations

@@ -161,6 +161,7 @@ def _record(answer) -> dict:
 # modules.  The forms are drawn from the seed, so no fixed string can be singled out.
 RAN_SECONDS = 0.15  # a parser answers in about a millisecond
 RAN_BYTES = 16 << 20  # and takes no memory; the list takes 240 MB at once, even cut short
+PEAK_MAX = 1 << 62  # bytes: a peak beyond it is no measurement
 CODE_PROPERTY = "never runs its input as code"
 
 
@@ -264,7 +265,7 @@ def _group(result: dict, name: str, expected: list) -> tuple[int, list[str]]:
 
 def grade(result: dict, seed: int, params: dict) -> list[dict]:
     """Score results and exceptions against the values redrawn from the seed."""
-    from autograder.checktools import prop
+    from autograder.checktools import count, prop
 
     c = cases(seed)
     result = result if isinstance(result, dict) else {}
@@ -388,7 +389,7 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
         for text, rec in zip(payloads, recs, strict=True)
         if not (isinstance(rec, dict) and type(rec.get("seconds")) is float)
         or rec["seconds"] >= RAN_SECONDS
-        or (type(rec.get("peak")) is int and rec["peak"] >= RAN_BYTES)
+        or (count(rec.get("peak"), PEAK_MAX) or 0) >= RAN_BYTES
     ]
     if not ran:
         msg = (
@@ -398,8 +399,8 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
     else:
         text, rec = ran[0]
         took = rec.get("seconds") if isinstance(rec, dict) else None
-        peak = rec.get("peak") if isinstance(rec, dict) else None
-        if type(peak) is int and peak >= RAN_BYTES:
+        peak = count(rec.get("peak"), PEAK_MAX) if isinstance(rec, dict) else None
+        if peak is not None and peak >= RAN_BYTES:
             took = f"made your process take {peak / 2**20:.0f} MB"
         else:
             took = f"took {took:.2f} s" if type(took) is float else "did not come back"

@@ -1,33 +1,42 @@
 """Checks of the majority vote code part (000 §7.2, Theorem 7.4, Exercise 14).
 
 ``probe`` runs in the probe process, beside the student's: it has the student's
-``majority_vote(answers, rng)`` called on lists with a single most common answer, N_TIES
-times on one list where several answers share the highest count, and N_VOTES times on
-simulated runs (each right with probability q, wrong answers never coinciding), with a
-generator seeded from the grading seed, in batches, and counts the answers here.
-``grade`` runs in the trusted process: it redraws the lists and applies chi-square tests
-of uniform tie-breaking (of the answers, and of the pairs of answers of consecutive calls,
-so that ties dealt in turn are not taken for random ones) and a binomial test of the
-vote's success against P(X ≥ 2) + P(X = 1)/r, each at the false-fail rate FALSE_FAIL.
+``majority_vote(answers, choose)`` called on lists drawn from the grading seed: lists with
+a single most common answer (with or without a strict majority), lists where several
+answers share the highest count, and N_VOTES simulated votes of Exercise 14 (r runs, each
+right with probability q, wrong answers never coinciding).  Each call gets a tie-breaker
+``choose`` of its own, an object of the probe's: the student's code calls it with the tied
+answers and it returns one of them, drawn uniformly at random from the probe's own
+generator (never handed over), logging what it was given and what it gave.
+
+``grade`` runs in the trusted process: it redraws the lists and judges each call on the
+list served and the draw served, exactly: the answer returned is the most common one;
+where several tie, the tie-breaker was asked once, with exactly those answers, and its
+pick is the answer returned.  A law matched at the output (ties dealt in turn, drawn from
+a generator of the student's own, randomised only where the check looks) is no longer
+what is measured, and no statistical test is needed: the tie-breaker's draws are uniform
+by construction, so a vote that uses them succeeds with P(X ≥ 2) + P(X = 1)/r.
 """
 
 from __future__ import annotations
 
-import math
-from statistics import NormalDist
+from collections import Counter
 
 import numpy as np
 
-N_TIES = 3_000
-N_VOTES = 4_000
-FALSE_FAIL = 1e-4  # per statistical test: a correct vote fails a test this rarely
+N_CLEAR = 12  # lists with a single most common answer
+N_TIED = 40  # lists where two to four answers share the highest count
+N_VOTES = 300  # simulated votes of Exercise 14
 RIGHT = "right"
+MAX_ASKS = 4  # tie-breaker calls logged per vote; more are refused
+MAX_CANDIDATES = 64  # answers the tie-breaker takes at once
+MAX_CHARS = 100  # an answer longer than this is recorded by its type only
 ISOLATED = True  # probe() runs in the probe process; majority_vote, in the student's
 
 # --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
 
 
-def _clear(rng: np.random.Generator, i: int) -> tuple[list, object]:
+def _clear(rng: np.random.Generator, i: int) -> list:
     """A shuffled list whose most common answer is unique (a strict majority or not)."""
     labels: list = [str(v) for v in rng.choice(1000, 5, replace=False)]
     if i % 4 == 3:
@@ -36,81 +45,101 @@ def _clear(rng: np.random.Generator, i: int) -> tuple[list, object]:
     counts = [top] + [int(rng.integers(0, top)) for _ in range(4)]
     answers = [a for a, n in zip(labels, counts, strict=True) for _ in range(n)]
     rng.shuffle(answers)
-    return answers, labels[0]
+    return answers
+
+
+def _tied(rng: np.random.Generator, i: int) -> list:
+    """A shuffled list where two to four answers share the highest count (1 to 4 votes),
+    beside up to three answers with fewer."""
+    labels: list = [str(v) for v in rng.choice(1000, 7, replace=False)]
+    if i % 4 == 3:
+        labels = [int(v) for v in labels]
+    tied, top = int(rng.integers(2, 5)), int(rng.integers(1, 5))
+    counts = [top] * tied + [int(rng.integers(0, top)) for _ in range(7 - tied)]
+    answers = [a for a, n in zip(labels, counts, strict=True) for _ in range(n)]
+    rng.shuffle(answers)
+    return answers
 
 
 def cases(seed: int) -> dict:
-    """Lists with a single winner, one tied list, and the simulated votes' parameters."""
+    """The lists of each kind, the simulated votes' parameters, and the streams: the
+    global generators' seed, and the tie-breaker's (the probe's own)."""
     rng = np.random.default_rng([seed, 51])
-    clear = [_clear(rng, i) for i in range(12)]
-    tied = [str(v) for v in rng.choice(1000, 5, replace=False)]
-    ties = [tied[0], tied[3], tied[1], tied[2], tied[0], tied[1], tied[4]]
-    ties += [tied[2], tied[1], tied[0], tied[3], tied[2]]  # 3, 3, 3 (tied) and 2, 1
+    clear = [_clear(rng, i) for i in range(N_CLEAR)]
+    tied = [_tied(rng, i) for i in range(N_TIED)]
     n_runs = int(rng.choice([3, 5, 7]))
     q = float(rng.uniform(0.15, 0.4))
+    right = np.random.default_rng([seed, 52]).random((N_VOTES, n_runs)) < q
+    votes = [
+        [RIGHT if ok else f"wrong-{v}-{j}" for j, ok in enumerate(right[v])] for v in range(N_VOTES)
+    ]
     return {
         "clear": clear,
-        "ties": ties,
-        "tied": tied[:3],
+        "tied": tied,
+        "votes": votes,
         "n_runs": n_runs,
         "q": q,
-        "runs_seed": int(rng.integers(2**62)),
         "stream": int(rng.integers(2**62)),
     }
 
 
 def _plain_answer(a):
-    """The student's answer as JSON data: a str or an int (NumPy's included), else its type."""
+    """An answer as JSON data: a str or an int (NumPy's included), else its type."""
     if isinstance(a, str):
-        return str(a)
+        return str(a) if len(a) <= MAX_CHARS else {"type": "str", "chars": len(a)}
     if isinstance(a, int | np.integer) and not isinstance(a, bool | np.bool_):
         return int(a)
     return {"type": type(a).__name__}
 
 
+class TieBreaker:
+    """One vote's ``choose``: one of the answers it is given, uniformly at random from the
+    probe's generator; it logs what it was given and the index it drew."""
+
+    def __init__(self, gen: np.random.Generator):
+        self._gen = gen
+        self._log: list = []  # [answers given, index drawn], or None for a malformed call
+
+    def __call__(self, candidates):
+        if len(self._log) >= MAX_ASKS:
+            self._log.append(None)
+            raise RuntimeError(f"the tie-breaker was asked {MAX_ASKS} times in one vote")
+        if not (
+            isinstance(candidates, list | tuple)
+            and 0 < len(candidates) <= MAX_CANDIDATES
+            and all(type(c) in (str, int) for c in candidates)
+        ):
+            self._log.append(None)
+            raise TypeError("choose takes a non-empty list of the tied answers")
+        given = [_plain_answer(c) for c in candidates]
+        i = int(self._gen.integers(len(candidates)))
+        self._log.append([given, i])
+        return candidates[i]
+
+
 def probe(student, seed: int, params: dict) -> dict:
-    """Call ``majority_vote`` on the seed's lists; return answers and counts (plain data)."""
+    """Call ``majority_vote`` on the seed's lists, each with a tie-breaker of its own;
+    return each call's answer and what its tie-breaker was asked (plain data)."""
     c = cases(seed)
-    rng = np.random.default_rng(c["stream"])  # the generator the vote is given
-    out: dict = {"clear": [], "error": None}
-
-    def votes(lists: list, times: int = 0) -> list:
-        if times:  # one list, voted on ``times`` times
-            answers = student.repeat((lists[0], rng), times)
-        else:
-            answers = student.map([(answers, rng) for answers in lists])
-        for a in answers:
-            if isinstance(a, BaseException):  # raised in the student's process
-                raise a
-        return [_plain_answer(a) for a in answers]
-
+    gen = np.random.default_rng([seed, 53])  # the tie-breakers' draws: never handed over
+    out: dict = {"error": None}
     try:
         student.seed(c["stream"])  # reproducible even if the global generators are used
-        out["clear"] = votes([list(answers) for answers, _ in c["clear"]])
-        wins: dict = {a: 0 for a in c["tied"]}
-        others = 0
-        order = []  # which tied answer each call gave, in call order (None: another)
-        for a in votes([list(c["ties"])], N_TIES):
-            if type(a) is str and a in wins:
-                wins[a] += 1
-                order.append(c["tied"].index(a))
-            else:
-                others += 1
-                order.append(None)
-        out["ties"] = [wins[a] for a in c["tied"]] + [others]
-        pairs = [0] * 9  # calls 2i and 2i + 1: which tied answer followed which
-        for first, second in zip(order[::2], order[1::2], strict=False):
-            if first is not None and second is not None:
-                pairs[3 * first + second] += 1
-        out["pairs"] = pairs
-        runs = np.random.default_rng(c["runs_seed"])
-        right = runs.random((N_VOTES, c["n_runs"])) < c["q"]
-        lists = [
-            [RIGHT if ok else f"wrong-{v}-{j}" for j, ok in enumerate(right[v])]
-            for v in range(N_VOTES)
-        ]
-        out["successes"] = sum(a == RIGHT for a in votes(lists))
-    except BaseException as err:  # noqa: BLE001 - anything the student raises
+        for kind in ("clear", "tied", "votes"):
+            breakers = [TieBreaker(gen) for _ in c[kind]]
+            answers = student.map([(list(a), b) for a, b in zip(c[kind], breakers, strict=True)])
+            out[kind] = [
+                {
+                    "answer": (
+                        {"raised": f"{type(a).__name__}: {a}"[:200]}
+                        if isinstance(a, BaseException)
+                        else _plain_answer(a)
+                    ),
+                    "asked": b._log,
+                }
+                for a, b in zip(answers, breakers, strict=True)
+            ]
+    except Exception as err:  # noqa: BLE001 - the student's process stopped answering
         out["error"] = f"{type(err).__name__}: {err}"[:300]
     return out
 
@@ -118,92 +147,121 @@ def probe(student, seed: int, params: dict) -> dict:
 # --- grade (trusted) ---------------------------------------------------------------------
 
 
+def _show(x, limit: int = 120) -> str:
+    """A recorded value (plain data) for a message, cut to ``limit`` characters."""
+    text = repr(x)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _same(a, b) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _key(a) -> tuple:
+    return (type(a).__name__, a)
+
+
+def _wrong(answers: list, rec) -> str | None:
+    """Why the call on ``answers`` (its record ``rec``) is not the vote, or None if it is."""
+    counts = Counter(answers)
+    top = max(counts.values())
+    tied = [a for a, n in counts.items() if n == top]
+    if not isinstance(rec, dict) or not isinstance(rec.get("asked"), list):
+        return "no record of the call"
+    got, asked = rec.get("answer"), rec["asked"]
+    if isinstance(got, dict) and isinstance(got.get("raised"), str):
+        return f"raised {_show(got['raised'])}"
+    if len(asked) > 1:
+        return f"the tie-breaker was asked {len(asked)} times (once per tie)"
+    if asked:
+        entry = asked[0]
+        if not (
+            isinstance(entry, list)
+            and len(entry) == 2
+            and isinstance(entry[0], list)
+            and entry[0]
+            and all(type(x) in (str, int) for x in entry[0])
+            and type(entry[1]) is int
+            and 0 <= entry[1] < len(entry[0])
+        ):
+            return "choose was called with something other than a list of answers"
+        given, pick = entry
+        weights = Counter(_key(x) for x in given)
+        if set(weights) != {_key(a) for a in tied} or len(set(weights.values())) != 1:
+            return f"choose was given {_show(given)}, but the most common answers are {tied}"
+        expected = given[pick]
+    elif len(tied) > 1:
+        return f"{len(tied)} answers share the highest count, and choose was never asked"
+    else:
+        expected = tied[0]
+    if not _same(got, expected):
+        how = "the tie-breaker's pick" if asked else "the most common answer"
+        return f"returned {_show(got, 60)}, not {expected!r}, {how}"
+    return None
+
+
+def _judged(kind: str, lists: list, r: dict) -> list[tuple[list, str]]:
+    """The calls of ``kind`` that are not the vote: (the list, why)."""
+    recs = r.get(kind) if isinstance(r.get(kind), list) else []
+    recs = (recs + [None] * len(lists))[: len(lists)]
+    return [(a, why) for a, rec in zip(lists, recs, strict=True) if (why := _wrong(a, rec))]
+
+
 def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Check the winners, the tie-breaking (chi-square) and the vote's success (binomial)."""
-    from autograder.checktools import chi2_test, prop
+    """Judge every call on the list and the tie-breaker's draw it was served."""
+    from autograder.checktools import prop
     from costmodel.agents import plurality_vote_success
 
     c = cases(seed)
     r = result if isinstance(result, dict) else {}
     error = r.get("error") if isinstance(r.get("error"), str) else None
+    cut = f" (the calls stopped: {error})" if error else ""
     props = []
 
-    got = r.get("clear") if isinstance(r.get("clear"), list) else []
-    got = (got + [None] * len(c["clear"]))[: len(c["clear"])]
-    wrong = [
-        (answers, a)
-        for (answers, best), a in zip(c["clear"], got, strict=True)
-        if not (type(a) is type(best) and a == best)
-    ]
+    wrong = _judged("clear", c["clear"], r)
     if not wrong:
         msg = "Returns the most common answer, with or without a strict majority."
     else:
-        answers, a = wrong[0]
+        answers, why = wrong[0]
         msg = (
-            f"{len(wrong)} of {len(c['clear'])} lists with a single most common answer get "
-            f"another result, e.g. {a!r} for {answers}"
-            + (f" ({error})" if error and len(got) and got[-1] is None else "")
-            + ": return the answer with the highest count, even without a strict majority "
-            "(a plurality, Exercise 14)."
+            f"{len(wrong)} of {N_CLEAR} lists with a single most common answer get another "
+            f"result, e.g. {answers}: {why}{cut}. Return the answer with the highest count, "
+            "even without a strict majority (a plurality, Exercise 14)."
         )
-    score = 1 - len(wrong) / len(c["clear"])
-    props.append(prop("returns the most common answer", 2.0, score, msg))
+    props.append(prop("returns the most common answer", 2.0, 1 - len(wrong) / N_CLEAR, msg))
 
-    ties = r.get("ties")
-    name = "ties broken uniformly at random"
-    if not (isinstance(ties, list) and len(ties) == 4 and all(type(x) is int for x in ties)):
-        why = error or "no counts"
-        props.append(prop(name, 2.0, 0, f"Calling it {N_TIES} times on a tied list: {why}."))
-    elif ties[3] or sum(ties) != N_TIES:
+    wrong = _judged("tied", c["tied"], r)
+    if not wrong:
         msg = (
-            f"On a list where three answers share the highest count, {ties[3]} of {N_TIES} "
-            "calls returned another answer: only the most common answers may win."
+            f"On the {N_TIED} lists where several answers tie, asks the tie-breaker once, with "
+            "the tied answers, and returns its pick."
         )
-        props.append(prop(name, 2.0, 0, msg))
     else:
-        stat, dof, pval = chi2_test(np.array(ties[:3]), np.full(3, 1 / 3))
-        test = f"χ² = {stat:.1f} on {dof} degrees of freedom, p-value {pval:.2g}"
-        pairs = r.get("pairs")
-        if isinstance(pairs, list) and len(pairs) == 9 and all(type(x) is int for x in pairs):
-            pair_stat, pair_dof, pair_p = chi2_test(np.array(pairs), np.full(9, 1 / 9))
-        else:
-            pair_stat, pair_dof, pair_p = math.nan, 8, 0.0
-        if pval < FALSE_FAIL:
-            msg = (
-                f"The three tied answers win {ties[:3]} of {N_TIES} calls ({test} < "
-                f"{FALSE_FAIL:g}): break ties uniformly at random with rng, not by order or "
-                "value (Exercise 14 breaks ties at random)."
-            )
-        elif pair_p < FALSE_FAIL:
-            msg = (
-                f"The three tied answers win {ties[:3]} of {N_TIES} calls, but not at random: "
-                f"which answer follows which on consecutive calls is far from uniform ({pairs} "
-                f"for the 9 pairs; χ² = {pair_stat:.1f} on {pair_dof} degrees of freedom, "
-                f"p-value {pair_p:.2g} < {FALSE_FAIL:g}). Draw each tie-break from rng, "
-                "independently of the calls before, instead of dealing the tied answers in turn."
-            )
-        else:
-            msg = f"The three tied answers win {ties[:3]} of {N_TIES} calls ({test})."
-        props.append(prop(name, 2.0, min(pval, pair_p) >= FALSE_FAIL, msg))
+        answers, why = wrong[0]
+        msg = (
+            f"{len(wrong)} of {N_TIED} lists where several answers share the highest count "
+            f"are not decided by the tie-breaker, e.g. {answers}: {why}{cut}. Call choose "
+            "once, with the tied answers, and return its pick (Exercise 14 breaks ties "
+            "uniformly at random)."
+        )
+    props.append(prop("ties broken by the tie-breaker, among the most common", 2.0, not wrong, msg))
 
-    succ = r.get("successes")
+    wrong = _judged("votes", c["votes"], r)
     name = "plurality vote succeeds with P(X ≥ 2) + P(X = 1)/r"
-    if type(succ) is not int or not 0 <= succ <= N_VOTES:
-        props.append(prop(name, 1.0, 0, f"The simulated votes did not run: {error or 'no count'}."))
-        return props
+    recs = r.get("votes") if isinstance(r.get("votes"), list) else []
+    right = sum(isinstance(x, dict) and _same(x.get("answer"), RIGHT) for x in recs[:N_VOTES])
     p = plurality_vote_success(c["q"], c["n_runs"])
-    z = (succ - N_VOTES * p) / math.sqrt(N_VOTES * p * (1 - p))
-    z_max = NormalDist().inv_cdf(1 - FALSE_FAIL / 2)
     msg = (
         f"Over {N_VOTES} votes of r = {c['n_runs']} runs, each right with probability "
-        f"{c['q']:.3f} and wrong answers never coinciding, the vote was right {succ} times, "
-        f"{abs(z):.1f} standard deviations from Exercise 14's P(X ≥ 2) + P(X = 1)/r "
-        f"(tolerance {z_max:.2f}, false-fail rate {FALSE_FAIL:g})"
+        f"{c['q']:.3f} and wrong answers never coinciding, the vote was right {right} times "
+        f"(Exercise 14's P(X ≥ 2) + P(X = 1)/r = {p:.3f} expects {N_VOTES * p:.0f})"
     )
-    if abs(z) > z_max:
+    if wrong:
+        answers, why = wrong[0]
         msg += (
-            ": with a single right run every answer ties at one vote, and the right one must "
-            "win 1/r of those ties"
+            f"; {len(wrong)} votes are not the plurality with the tie-breaker's pick, e.g. "
+            f"{answers}: {why}{cut}. With a single right run every answer ties at one vote, "
+            "and the right one must win 1/r of those ties: ask choose"
         )
-    props.append(prop(name, 1.0, abs(z) <= z_max, msg + "."))
+    props.append(prop(name, 1.0, not wrong, msg + "."))
     return props

@@ -4,12 +4,20 @@
 processes forked from the student's (Student.ranks), each calling the student's
 ``ring_allreduce(x, rank, world, comm)`` on its own buffer only, sent to that rank alone;
 this process is the router: it carries every ``comm.send_recv`` message from rank r to
-rank r + 1 and logs it (step, source rank, size, values).  Then a real run: p ranks joined
-by ``torch.distributed`` with the gloo backend, the student's function over isend/irecv,
-against the sum of the buffers.
+rank r + 1 and logs it (step, source rank, size, values), and adds to what it delivers an
+offset of its own (:func:`offset`, drawn from the grading seed, which the student's
+processes never hold).  Then a real run: p ranks joined by ``torch.distributed`` with the
+gloo backend, the student's function over isend/irecv, against the sum of the buffers.
 
-``grade`` runs in the trusted process: it recomputes every rank's buffer from the seed
-and scores the outputs and the log, one weighted property at a time.
+``grade`` runs in the trusted process: it recomputes every rank's buffer and every offset
+from the seed and scores the outputs and the log, one weighted property at a time.  The
+ranks are processes of the student's and can reach each other outside the comm (files,
+memory shared from an earlier cell, a thread of the student's process): so every message
+and result is judged against what the comm DELIVERED to that rank, offsets included.
+Each reduce-scatter message must be the chunk received one step before plus the rank's
+own copy of it, each all-gather message the chunk just received, and each result the
+chunks the all-gather delivered: a value worked out from data that came another way lacks
+the offsets, and the gloo run counts only for a ring whose messages came through the comm.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ PRELOAD = ("torch",)  # the gloo run's ranks join a torch.distributed group
 SIM_SECONDS = 20.0  # the simulated ring, all ranks together
 GLOO_SECONDS = 20.0  # the gloo run, start-up included
 MAX_CALLS_FACTOR = 4  # send_recv calls allowed per rank: 4p (a ring needs 2(p - 1))
+MESSAGE_MAX = 1 << 40  # elements: a logged size beyond it is no message
 RTOL, ATOL = 1e-9, 1e-9
 
 # --- inputs: the same functions in the sandbox (probe) and the trusted process (grade) ---
@@ -36,6 +45,12 @@ def sizes(seed: int, run: str) -> tuple[int, int]:
 def rank_input(seed: int, run: str, rank: int, n: int) -> np.ndarray:
     """The buffer of one rank: n standard normal float64 values (drawn in that rank only)."""
     return np.random.default_rng([seed, 2 if run == "sim" else 3, rank]).standard_normal(n)
+
+
+def offset(seed: int, rank: int, step: int, size: int) -> np.ndarray:
+    """What the router adds to rank r's message of call ``step`` as it delivers it to
+    rank r + 1: ``size`` standard normal values."""
+    return np.random.default_rng([seed, 4, rank, step]).standard_normal(size)
 
 
 def _as_vector(x) -> np.ndarray:
@@ -54,9 +69,10 @@ def _describe(err: BaseException) -> str:
 # --- the simulated ring: this process is the router -------------------------------------
 
 
-def _router(student, p: int, n: int, log: list):
+def _router(student, p: int, n: int, log: list, seed: int):
     """Each rank's comm: its k-th ``send_recv`` is logged here (step, source rank, size,
-    values) and answered, once rank − 1 has made its k-th call, with what that rank sent."""
+    values) and answered, once rank − 1 has made its k-th call, with what that rank sent
+    plus :func:`offset`."""
     max_calls = MAX_CALLS_FACTOR * p
     sent: list[list[np.ndarray]] = [[] for _ in range(p)]  # sent[r][k]: rank r's k-th message
 
@@ -77,7 +93,7 @@ def _router(student, p: int, n: int, log: list):
             src = (r - 1) % p
             return student.later(
                 lambda: len(sent[src]) > k,
-                lambda: sent[src][k].copy(),
+                lambda: sent[src][k] + offset(seed, src, k, sent[src][k].size),
                 lambda: (
                     f"deadlock: rank {r} waits for message {k + 1} of rank {src}, which "
                     f"made {len(sent[src])} calls to send_recv"
@@ -91,7 +107,7 @@ def _simulate(student, seed: int) -> dict:
     """Run the p ranks, each a process of the student's, around this process's router."""
     p, n = sizes(seed, "sim")
     log: list = []  # [step, source rank, size, values or None]
-    comms = _router(student, p, n, log)
+    comms = _router(student, p, n, log, seed)
     calls = [(rank_input(seed, "sim", r, n), r, p, comms[r]) for r in range(p)]
     outputs: list = [None] * p
     errors: list = [None] * p
@@ -169,11 +185,12 @@ def _close(a: np.ndarray | None, b: np.ndarray) -> bool:
     return close(a, b, RTOL, ATOL)
 
 
-def _is_slice_of(values: np.ndarray, full: np.ndarray) -> bool:
-    """Whether ``values`` equals a contiguous slice of ``full`` shorter than the whole."""
-    from autograder.checktools import is_slice_of
+def _own_chunk(values: np.ndarray | None, x: np.ndarray) -> int | None:
+    """Where ``values`` is a contiguous slice of the rank's buffer ``x`` shorter than the
+    whole (its offset), or None."""
+    from autograder.checktools import slice_at
 
-    return is_slice_of(values, full, RTOL, ATOL)
+    return None if values is None else slice_at(values, x, RTOL, ATOL)
 
 
 def _first_errors(errors: list, limit: int = 2) -> str:
@@ -213,21 +230,38 @@ def _grade_sim(sim, seed: int) -> list[dict]:
         k, src, size, values = entry
         if type(src) is not int or not 0 <= src < p or type(size) is not int:
             continue
+        if not 0 <= size <= MESSAGE_MAX:
+            continue  # no message has that size: the entry is not readable
         vec = _vector(values, size) if values is not None else None
-        per_rank[src].append(vec if vec is not None else np.full(size, np.nan))
+        # a message logged without its values: its size, and nothing to compare (nan), as
+        # a view of one number, so that a large size takes no memory here
+        per_rank[src].append(vec if vec is not None else np.broadcast_to(np.nan, (size,)))
+    flow = _flow(per_rank, xs, seed, p, n)
     props = []
 
-    # 1. the result
-    good = [_close(_vector(o, n), total) for o in sim["outputs"]]
+    # 1. the result: the chunks the all-gather delivered and the rank's own completed one
+    # (or, not by a ring but through the comm all the same, the whole buffers delivered)
+    outs = [_vector(o, n) for o in sim["outputs"]]
+    good = [_close(o, flow.result[r]) or _close(o, flow.gathered[r]) for r, o in enumerate(outs)]
     if all(good):
-        msg = f"All {p} ranks return the sum of the {p} buffers."
+        msg = f"All {p} ranks return the sum of the {p} buffers, as the ring carried it."
     else:
         bad = [r for r in range(p) if not good[r]]
+        true = [r for r in bad if _close(outs[r], total)]
         msg = (
-            f"{len(bad)} of {p} ranks do not return the sum of the buffers "
-            f"(ranks {', '.join(map(str, bad[:6]))}{', …' if len(bad) > 6 else ''}). "
-            + _first_errors(errors)
-        ).strip()
+            f"{len(bad)} of {p} ranks do not return the sum of the buffers as the ring "
+            f"delivered it (ranks {', '.join(map(str, bad[:6]))}{', …' if len(bad) > 6 else ''})."
+            + (
+                f" Ranks {', '.join(map(str, true[:6]))} return the exact sum, which the ring "
+                "cannot give: the grader's router adds an offset of its own to every message it "
+                "carries, so only a result put together from what send_recv returned, chunk by "
+                "chunk along the ring, counts."
+                if true
+                else " A rank's result is its completed chunk (the last reduce-scatter chunk it "
+                "received plus its own copy) and the p − 1 chunks the all-gather delivered to it."
+            )
+            + (" " + _first_errors(errors) if _first_errors(errors) else "")
+        )
     props.append(_prop(names[0][0], names[0][1], sum(good) / p, msg))
 
     # 2. steps
@@ -269,18 +303,15 @@ def _grade_sim(sim, seed: int) -> list[dict]:
     else:
         props.append(_prop(names[3][0], names[3][1], 0, "No message was sent through comm."))
 
-    # 5. reduce-scatter: rank r's message s is chunk data summed over ranks r, r-1, ..., r-s
-    hits, whole, count = 0, 0, p * (p - 1)
-    for r in range(p):
-        partial = np.zeros(n)
-        for s in range(p - 1):
-            partial = partial + xs[(r - s) % p]
-            if s < len(per_rank[r]):
-                m = per_rank[r][s]
-                hits += _is_slice_of(m, partial)
-                whole += m.size >= n
+    # 5. reduce-scatter: message s is the chunk received at s − 1 plus the rank's own copy
+    count = p * (p - 1)
+    hits = sum(flow.chunk[r][k] is not None for r in range(p) for k in range(p - 1))
+    whole = sum(m.size >= n for msgs in per_rank for m in msgs[: p - 1])
     if hits == count:
-        msg = "Each reduce-scatter message of step s carries one chunk summed over s + 1 ranks."
+        msg = (
+            "Each reduce-scatter message of step s is the chunk received at step s − 1 plus the "
+            "rank's own copy of that chunk (at step 0, a chunk of its own)."
+        )
     elif whole:
         msg = (
             f"{whole} of the {count} reduce-scatter messages (the first p − 1 of each rank) carry "
@@ -290,30 +321,90 @@ def _grade_sim(sim, seed: int) -> list[dict]:
     else:
         msg = (
             f"{count - hits} of the {count} reduce-scatter messages (the first p − 1 of each rank) "
-            "are not a chunk summed over the sender and the s ranks before it: at step s rank i "
-            "sends the chunk it received at step s − 1 plus its own copy."
+            "are not the chunk received one step before plus the rank's own copy of it: at step "
+            "s rank i sends the chunk it received at step s − 1 plus its own copy (what "
+            "send_recv returned: the grader's router offsets every message, so a partial sum "
+            "worked out another way does not match)."
         )
     props.append(_prop(names[4][0], names[4][1], hits / count, msg))
 
-    # 6. all-gather: messages p - 1 .. 2p - 3 are complete sums of one chunk
-    hits = sum(
-        _is_slice_of(per_rank[r][s], total)
-        for r in range(p)
-        for s in range(p - 1, min(2 * (p - 1), len(per_rank[r])))
-    )
+    # 6. all-gather: the completed chunk, then each chunk just received, passed on
+    hits = sum(flow.chunk[r][k] is not None for r in range(p) for k in range(p - 1, 2 * (p - 1)))
     if hits == count:
-        msg = "Each all-gather message carries one completed chunk of the sum."
+        msg = (
+            "Each all-gather message carries a completed chunk: first the rank's own, then "
+            "each chunk it has just received."
+        )
     else:
         msg = (
             f"{count - hits} of the {count} all-gather messages (calls p to 2(p − 1) of each rank) "
-            "are missing or are not a completed chunk of the sum: after the reduce-scatter, pass "
-            "the completed chunks p − 1 more times around the ring."
+            "are missing or are not a completed chunk: after the reduce-scatter, send the chunk "
+            "you completed, then pass on each chunk as send_recv returned it, p − 1 messages in "
+            "all."
         )
     props.append(_prop(names[5][0], names[5][1], hits / count, msg))
     return props
 
 
-def _grade_gloo(gloo, seed: int) -> dict:
+class _Flow:
+    """What the simulated ring carried, as the router delivered it: ``chunk[r][k]``, the
+    offset in the buffer of the chunk that rank r's message k carries when that message is
+    the ring's (None when it is not); ``result[r]``, what rank r ends with in a ring;
+    ``gathered[r]``, its buffer plus every whole buffer delivered to it (what passing whole
+    buffers around and adding them gives: the sum through the comm, not by a ring)."""
+
+    def __init__(self, p: int, n: int):
+        self.chunk: list[list[int | None]] = [[None] * (2 * (p - 1)) for _ in range(p)]
+        self.result: list[np.ndarray] = [np.full(n, np.nan) for _ in range(p)]
+        self.gathered: list[np.ndarray] = [np.full(n, np.nan) for _ in range(p)]
+
+
+def _flow(sent: list, xs: list, seed: int, p: int, n: int) -> _Flow:
+    """Follow the ring through the log: each message judged on what its rank had been
+    delivered (the predecessor's message plus the router's :func:`offset`)."""
+    flow = _Flow(p, n)
+
+    def delivered(r: int, k: int) -> np.ndarray | None:
+        src = (r - 1) % p
+        if k >= len(sent[src]) or not np.all(np.isfinite(sent[src][k])):
+            return None
+        return sent[src][k] + offset(seed, src, k, sent[src][k].size)
+
+    for k in range(2 * (p - 1)):
+        for r in range(p):
+            m = sent[r][k] if k < len(sent[r]) else None
+            got = delivered(r, k - 1) if k else None
+            before = flow.chunk[(r - 1) % p][k - 1] if k else None
+            if m is None or (k and (got is None or before is None or got.size != m.size)):
+                continue
+            if k < p:  # reduce-scatter, then the chunk completed: received + own copy
+                at = _own_chunk(m - got if k else m, xs[r])
+                flow.chunk[r][k] = at if at is not None and (k == 0 or at == before) else None
+            elif _close(m, got):  # all-gather: the chunk just received, passed on
+                flow.chunk[r][k] = before
+    for r in range(p):
+        pieces = [(flow.chunk[r][p - 1], sent[r][p - 1] if len(sent[r]) >= p else None)]
+        pieces += [(flow.chunk[(r - 1) % p][k], delivered(r, k)) for k in range(p - 1, 2 * (p - 1))]
+        for at, values in pieces:
+            if at is None or values is None or at + values.size > n:
+                break
+            if not np.all(np.isnan(flow.result[r][at : at + values.size])):
+                break  # two chunks at one place: some other is missing
+            flow.result[r][at : at + values.size] = values
+        else:
+            continue
+        flow.result[r][:] = np.nan  # the ring did not deliver this rank a whole result
+    for r in range(p):
+        whole = [delivered(r, k) for k in range(len(sent[(r - 1) % p]))]
+        if whole and all(d is not None and d.size == n for d in whole):
+            flow.gathered[r] = xs[r] + np.sum(whole, axis=0)
+    return flow
+
+
+def _grade_gloo(gloo, seed: int, carried: float) -> dict:
+    """The gloo run against dist.all_reduce, counted only as far as the simulated ring's
+    results came through its comm (``carried``, property 1's score): its ranks could
+    otherwise sum their buffers another way (files, shared memory) on both runs alike."""
     name, weight = "gloo run matches dist.all_reduce", 1.5
     p, n = sizes(seed, "gloo")
     if not (
@@ -328,7 +419,10 @@ def _grade_gloo(gloo, seed: int) -> dict:
     ranks = gloo["ranks"]
     setup = [x.get("error") for x in ranks if x.get("stage") == "start"]
     if setup and not any(x.get("stage") == "student" for x in ranks):
-        # the grading machine could not start gloo: no fault of the student, no weight
+        # the grading machine could not start gloo: no fault of the student, no weight.
+        # A rank's own word that it could not start is the student's to give (its process
+        # is forked from theirs): it reaches here as NotStarted only when the probe
+        # process's own gloo group did not form either (prober.whose_start)
         return _prop(
             name,
             0.0,
@@ -347,10 +441,16 @@ def _grade_gloo(gloo, seed: int) -> dict:
             f"Over gloo with {p} processes, ranks {', '.join(map(str, bad))} do not return "
             f"what dist.all_reduce returns on the same buffers. " + _first_errors(errs)
         ).strip()
-    return _prop(name, weight, sum(good) / p, msg)
+    if carried < sum(good) / p:
+        msg += (
+            " Counted only as far as the simulated ring's results came from what send_recv "
+            f"delivered ({carried:.0%}): see the first property."
+        )
+    return _prop(name, weight, min(carried, sum(good) / p), msg)
 
 
 def grade(result: dict, seed: int, params: dict) -> list[dict]:
     """Score the probe's result against buffers recomputed from the seed."""
     result = result if isinstance(result, dict) else {}
-    return [*_grade_sim(result.get("sim"), seed), _grade_gloo(result.get("gloo"), seed)]
+    sim = _grade_sim(result.get("sim"), seed)
+    return [*sim, _grade_gloo(result.get("gloo"), seed, sim[0]["score"])]

@@ -14,8 +14,10 @@ of times, and a rank waits in its k-th call until its predecessor has made its k
 The values travel as float64.
 
 The autograder runs your function with its own communicators: p processes around a ring
-that logs every message (step, sender, size and values), and a real run over
-``torch.distributed`` (gloo), where ``send_recv`` is an isend/irecv pair.
+that logs every message (step, sender, size and values) and adds an offset of its own to
+each message it delivers, so that your result must be put together from what
+``send_recv`` returned (as a ring's is); and a real run over ``torch.distributed`` (gloo),
+where ``send_recv`` is an isend/irecv pair.
 
 Your function
 -------------

@@ -334,11 +334,11 @@ def _steps(rec) -> list[tuple] | str:
     shape = [TRAJ_POINTS, 2]
     xs = []
     for call in calls:
-        x = vector(call.get("x")) if isinstance(call, dict) else None
+        x = vector(call.get("x"), TRAJ_POINTS * 2) if isinstance(call, dict) else None
         if x is None or call.get("shape") != shape:
             return f"eps_fn must receive x_t as an array of shape (n, 2) = ({TRAJ_POINTS}, 2)"
         xs.append(x.reshape(TRAJ_POINTS, 2))
-    out = vector(rec.get("output"))
+    out = vector(rec.get("output"), TRAJ_POINTS * 2)
     if out is None or rec.get("shape") != shape:
         return f"ddpm_sample must return an array of shape (n, 2), not {rec.get('shape')}"
     xs.append(out.reshape(TRAJ_POINTS, 2))

@@ -11,6 +11,18 @@ run with error feedback and without memory.
 The properties are separated on purpose: the count of entries sent, which entries, the
 memory update and the convergence, so that keeping k + 1 entries costs only the count and
 a memory that forgets costs the memory update and the convergence.
+
+The memory is state passed in and read back out: the function must keep none of its own.
+A top-k that ignored the memory passed in and kept each worker's in module globals (the
+worker told by the call count), in a file or on the function object ran error feedback
+all the same while the workers came in a fixed order.  So the run calls each step's
+workers in an order drawn from the seed, makes an earlier call of the run again among
+them (the same (grad, memory, k) must give the same outputs, bit for bit), and judges each
+of its calls on what was passed in: the entries sent are entries of grad + memory, the
+largest (any count: k + 1 costs the count alone).  The convergence counts only for a run
+every call of which that explains.  Shuffling alone would not do: error feedback with the
+memories exchanged among the workers still converges (the virtual iterate x − ē does
+not see the exchange).
 """
 
 from __future__ import annotations
@@ -93,8 +105,30 @@ def _plain(values) -> list:
     return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
 
 
+def _unexplained(grads: np.ndarray, memories: np.ndarray, sent: np.ndarray) -> list[str]:
+    """For each call (a row), why ``sent`` is not entries of v = grad + memory, the largest
+    |v| (any count), with the memory passed in ('' when it is)."""
+    v = grads + memories
+    kept = sent != 0
+    scale = TOL * (np.abs(grads) + np.abs(memories)) + 1e-12  # rounding of v
+    with np.errstate(all="ignore"):
+        values = np.all((np.abs(sent - v) <= scale) | ~kept, axis=1)
+        low = np.where(kept, np.abs(v), np.inf).min(axis=1)  # the smallest sent
+        high = np.where(kept, -np.inf, np.abs(v)).max(axis=1)  # the largest dropped
+        largest = low + scale.max(axis=1) >= high
+    why = np.where(values, "", "the values sent are not those of grad + memory")
+    why = np.where(values & ~largest, "a dropped entry has a larger |grad + memory|", why)
+    return np.where(kept.any(axis=1), why, "nothing is sent").tolist()
+
+
+def _alike(a: np.ndarray, b: np.ndarray) -> bool:
+    return np.array_equal(a, b, equal_nan=True)
+
+
 def probe(student, seed: int, params: dict) -> dict:
-    """Single calls on random inputs, then the distributed run of Code 4.9 with the memory."""
+    """Single calls on random inputs, then the distributed run of Code 4.9 with the memory:
+    the workers of each step in a shuffled order, an earlier call of the run made again
+    among them; every call of the run is judged on the memory passed in."""
     calls = []
     for c in cases(seed):
         res = _call(student, c["grad"], c["memory"], c["k"])
@@ -103,28 +137,52 @@ def probe(student, seed: int, params: dict) -> dict:
         else:
             calls.append({"error": None, "sent": _plain(res[0]), "memory": _plain(res[1])})
     prob = problem(seed)
-    x, memories = np.zeros(DIM), [np.zeros(DIM) for _ in range(WORKERS)]
+    hess, lin = np.stack(prob["hess"]), np.stack(prob["lin"])
+    order = np.random.default_rng([seed, 32])  # the workers' order and the calls made again
+    # the run's calls, row t·WORKERS + i for worker i at step t + 1: inputs and outputs
+    given = np.zeros((2, STEPS * WORKERS, DIM))  # grad, memory
+    got = np.zeros((2, STEPS * WORKERS, DIM))  # compressed, new_memory
+    again = []  # (the row made again, its outputs then, the step)
+    x, memories = np.zeros(DIM), np.zeros((WORKERS, DIM))
     error, steps = None, 0
     for steps in range(1, STEPS + 1):  # noqa: B007 - steps is read after the loop
-        msgs = []
-        grads = [ETA * (prob["hess"][i] @ x - prob["lin"][i]) for i in range(WORKERS)]
-        try:  # the workers of one step, in one round trip
-            answers = student.map([(g, m, KEEP) for g, m in zip(grads, memories, strict=True)])
+        rows = range((steps - 1) * WORKERS, steps * WORKERS)
+        given[0, rows], given[1, rows] = ETA * (hess @ x - lin), memories
+        jobs = list(rows)
+        if steps > 1:  # an earlier call, made again: the same inputs must give the same outputs
+            jobs.append(int(order.integers(rows[0])))
+        jobs = [jobs[j] for j in order.permutation(len(jobs))]
+        try:  # the step's calls, in one round trip
+            answers = student.map([(given[0, j], given[1, j], KEEP) for j in jobs])
         except Exception as err:  # noqa: BLE001 - the student's process stopped answering
-            answers = [err] * WORKERS
-        for i, answer in enumerate(answers):
+            answers = [err] * len(jobs)
+        for j, answer in zip(jobs, answers, strict=True):
             res = _pair(answer, DIM)
-            if isinstance(res, str):
-                error = f"step {steps}, worker {i}: {res}"
+            if j < rows[0]:
+                again.append((j, res, steps))
+            elif isinstance(res, str):
+                error = f"step {steps}, worker {j - rows[0]}: {res}"
                 break
-            msgs.append(res[0])
-            memories[i] = res[1]
+            else:
+                got[0, j], got[1, j] = res
         if error:
             steps -= 1
             break
+        memories = got[1, rows]
         with np.errstate(all="ignore"):
-            x = x - np.mean(msgs, axis=0)
-    return {"calls": calls, "train": {"x": _plain(x), "steps": steps, "error": error}}
+            x = x - got[0, rows].mean(axis=0)
+    done = steps * WORKERS
+    why = _unexplained(given[0, :done], given[1, :done], got[0, :done])
+    odd = [f"step {j // WORKERS + 1}, worker {j % WORKERS}: {w}" for j, w in enumerate(why) if w]
+    differ = [
+        f"step {j // WORKERS + 1}, worker {j % WORKERS}, made again at step {t}"
+        for j, res, t in again
+        if isinstance(res, str) or not all(map(_alike, res, got[:, j]))
+    ]
+    train = {"x": _plain(x), "steps": steps, "error": error, "calls": done}
+    train.update(replays=len(again), unexplained=len(odd), differ=len(differ))
+    train.update(first_unexplained=(odd or [None])[0], first_differ=(differ or [None])[0])
+    return {"calls": calls, "train": train}
 
 
 # --- grade (trusted) ---------------------------------------------------------------------
@@ -250,6 +308,46 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
         why = run.get("error") if isinstance(run.get("error"), str) else "no usable iterate"
         props.append(
             prop("converges where top-k without memory stalls", 3.0, 0, f"In {what}: {why}.")
+        )
+        return props
+    counts = [run.get(k) for k in ("calls", "replays", "unexplained", "differ")]
+    if not all(type(v) is int and v >= 0 for v in counts) or counts[:2] != [
+        WORKERS * STEPS,
+        STEPS - 1,
+    ]:
+        props.append(
+            prop(
+                "converges where top-k without memory stalls",
+                3.0,
+                0,
+                f"In {what}: no usable record of the run's calls.",
+            )
+        )
+        return props
+    unexplained, differ = counts[2:]
+    if unexplained or differ:
+        if unexplained:
+            first = str(run.get("first_unexplained"))[:200]
+            why = (
+                f"{unexplained} of the {WORKERS * STEPS} calls sent what the memory passed in "
+                f"does not explain (the first: {first})"
+            )
+        else:
+            first = str(run.get("first_differ"))[:200]
+            why = (
+                f"{differ} of the {STEPS - 1} calls made again with the same (grad, memory, "
+                f"k) returned something else (the first: {first})"
+            )
+        props.append(
+            prop(
+                "converges where top-k without memory stalls",
+                3.0,
+                0,
+                f"In {what}, {why}. The run converges only through the memory passed in and "
+                "returned: topk_ef_step must be a function of (grad, memory, k), keeping "
+                "nothing between calls (the workers' calls come in any order), and send the "
+                "k largest |grad + memory| (Code 4.9).",
+            )
         )
         return props
     prob = problem(seed)

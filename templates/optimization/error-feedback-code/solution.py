@@ -15,12 +15,16 @@ memory ``memory`` (1-D float arrays of d elements) and the number k of entries t
 and returns ``(compressed, new_memory)``: two 1-D arrays of d elements, ``compressed``
 with exactly k nonzero entries, the k largest |grad + memory|, and ``new_memory`` what
 was not sent.  Do not rely on changing the arrays you receive: use what you return.
+The memory is the state: it is passed in and returned, and the function keeps none of its
+own between calls (the same arguments always give the same result).
 
 The autograder checks, on random inputs: exactly k entries sent, they are the k largest
 |grad + memory| with their values, and new_memory = grad + memory − compressed.  Then it
 runs your function on every worker of the least-squares problem of Code 4.9 (4 workers
-with different data, k = 5 of d = 50, η = 0.05) and checks that the training loss
-converges where top-k without memory stalls.
+with different data, k = 5 of d = 50, η = 0.05), the workers in any order and some calls
+made again, and checks that every call sends the largest |grad + memory| of the memory
+passed in, that a call made again returns the same, and that the training loss converges
+where top-k without memory stalls.
 """
 
 from __future__ import annotations

@@ -3,13 +3,20 @@
 ``probe`` runs in the probe process, beside the student's: it calls the student's
 ``local_sgd`` three times on a noisy quadratic with different data on each worker (H = 1,
 and two values of H > 1, one of which does not divide T), with gradient functions that log
-the point of every call and an ``average`` that logs when it is called. ``grade`` runs in
-the trusted process: it redraws the problem and the gradient noise from the seed and
-replays local SGD.
+the point of every call and an ``average`` that logs when it is called and what it was
+given. ``grade`` runs in the trusted process: it redraws the problem and the gradient noise
+from the seed and replays local SGD.
+
+A round is judged on what it averaged, not only counted (issue 36): at round k the models
+given to ``average`` must be the workers' models after their step kH, each x − η g at the
+point x of that worker's gradient call kH and the gradient g served there, which ``grade``
+recomputes from the logged points and the seed.  Zeros, stale models, a subset of the
+workers or dummies with the right mean, with the true mean taken locally, are no round.
 
 The properties are separated on purpose: averaging with ``np.mean`` instead of ``average``
-costs only the count of rounds, averaging every step whatever H costs the count and the
-trajectory, and workers that share one array after averaging cost the restart.
+costs only the rounds, averaging every step whatever H costs the rounds and the
+trajectory, and workers that share one array after averaging cost the restart (their
+round averages the one array they all hold: p copies of the last worker's model).
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ ISOLATED = True  # probe() runs in the probe process; the student's code, in the
 WORKERS, DIM, LR, NOISE = 4, 6, 0.1, 0.5
 RTOL, ATOL = 1e-5, 1e-7  # a float32 computation inside passes
 SAME_RTOL, SAME_ATOL = 1e-9, 1e-12  # copies of one average are equal
+ROUNDS = "⌊T/H⌋ rounds, each averaging the models after H local steps"
 MAX_CALLS = 400  # gradient calls logged per worker
+MAX_ROUNDS = 100  # the models given to average, logged per run (the runs have at most 34)
 
 # --- inputs: the same functions in the sandbox (probe) and the trusted process (grade) ----
 
@@ -69,6 +78,7 @@ class _Run:
         self.points = [[] for _ in range(WORKERS)]  # x of every gradient call, per worker
         self.calls = [0] * WORKERS
         self.rounds = []  # gradient calls of each worker when average was called
+        self.sent = []  # the models average was given, round by round
 
     def grad_fn(self, i: int):
         def grad(x):
@@ -90,6 +100,8 @@ class _Run:
                 f"got an array of shape {stacked.shape}"
             )
         self.rounds.append(list(self.calls))
+        if len(self.sent) < MAX_ROUNDS:
+            self.sent.append([_plain(row) for row in stacked])
         return stacked.mean(axis=0)
 
 
@@ -127,6 +139,7 @@ def probe(student, seed: int, params: dict) -> dict:
                 "error": error,
                 "models": models,
                 "rounds": log.rounds,
+                "sent": log.sent,
                 "calls": log.calls,
                 "points": log.points,
             }
@@ -157,13 +170,62 @@ def _matrix(x, shape: tuple[int, int]) -> np.ndarray | None:
     return m if m is not None and m.shape == shape and np.all(np.isfinite(m)) else None
 
 
-def _rounds_ok(rec: dict, h: int, t: int) -> tuple[bool, str]:
+def _stepped(seed: int, run: int, rec: dict, k: int) -> np.ndarray | None:
+    """The workers' models after their step k: x − η g at the point x of each worker's
+    gradient call k and the gradient g served there (the k-th draw of its noise)."""
+    prob, points = problem(seed), rec.get("points")
+    out = []
+    for i in range(WORKERS):
+        p = points[i] if isinstance(points, list) and len(points) == WORKERS else None
+        x = _matrix(p[k - 1 : k], (1, DIM)) if isinstance(p, list) else None
+        if x is None:
+            return None
+        noise = _noise(seed, run, i).standard_normal((k, DIM))[-1]
+        g = prob["curv"][i] * (x[0] - prob["center"][i]) + NOISE * noise
+        out.append(x[0] - LR * g)
+    return np.array(out)
+
+
+def _averaged_ok(seed: int, run: int, rec: dict, h: int) -> tuple[bool, str]:
+    """Each round was given the workers' models after their step kH, in any order; or,
+    where the workers step one shared array in turn (each gradient call at the model the
+    previous worker stepped to), p copies of that array."""
+    sent = rec.get("sent")
+    if not isinstance(sent, list):
+        return False, "no log of what average was given"
+    for k, models in enumerate(sent, start=1):
+        got, want = _matrix(models, (WORKERS, DIM)), _stepped(seed, run, rec, k * h)
+        if got is None or want is None:
+            return False, f"round {k}: no usable models or gradient calls"
+        same = np.isclose(got[:, None, :], want[None, :, :], rtol=RTOL, atol=ATOL).all(axis=2)
+        if any(len(m) == WORKERS for m in _matchings(same)):
+            continue
+        points = _matrix([p[k * h - 1] for p in rec["points"]], (WORKERS, DIM))
+        chained = points is not None and np.allclose(points[1:], want[:-1], rtol=RTOL, atol=ATOL)
+        if chained and same[:, -1].all():
+            continue
+        return False, (
+            f"at round {k} average was not given the workers' models after their step {k * h} "
+            "(x − η·g at each worker's last gradient call)"
+        )
+    return True, ""
+
+
+def _matchings(same: np.ndarray) -> list[list[int]]:
+    """Every assignment of the given models to workers whose models they equal."""
+    out: list[list[int]] = [[]]
+    for row in same:
+        out = [m + [j] for m in out for j in np.flatnonzero(row) if j not in m]
+    return out
+
+
+def _rounds_ok(rec: dict, h: int, t: int, seed: int, run: int) -> tuple[bool, str]:
     rounds = rec.get("rounds")
     if not isinstance(rounds, list):
         return False, "no log of the rounds"
     expected = [[k * h] * WORKERS for k in range(1, t // h + 1)]
     if rounds == expected:
-        return True, ""
+        return _averaged_ok(seed, run, rec, h)
     if not rounds:
         return False, "average was never called (averaging with np.mean is not communicating)"
     if len(rounds) != len(expected):
@@ -228,16 +290,20 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
     )
     props = [prop("H = 1 is mini-batch SGD", 1.0, models_ok[0], sync_msg)]
 
-    checks = [_rounds_ok(rec, h, t) for rec, (h, t) in zip(runs, prob["runs"], strict=True)]
+    checks = [
+        _rounds_ok(rec, h, t, seed, i)
+        for i, (rec, (h, t)) in enumerate(zip(runs, prob["runs"], strict=True))
+    ]
     oks = [ok for ok, _ in checks]
     msg = (
-        "average is called ⌊T/H⌋ times, after local steps H, 2H, … of every worker."
+        "average is called ⌊T/H⌋ times, after local steps H, 2H, … of every worker, on the "
+        "workers' models."
         if all(oks)
         else " ".join(f"{n}: {why}." for n, (ok, why) in zip(names, checks, strict=True) if not ok)
         + " Local SGD communicates once after every H local steps (t mod H = 0), ⌊T/H⌋ times "
-        "in all, through average (§4.3)."
+        "in all, through average, given the p models the workers have just reached (§4.3)."
     )
-    props.append(prop("⌊T/H⌋ rounds, one after every H local steps", 2.0, sum(oks) / 3, msg))
+    props.append(prop(ROUNDS, 2.0, sum(oks) / 3, msg))
 
     checks = [_restarts_ok(rec, h, t) for rec, (h, t) in zip(runs, prob["runs"], strict=True)]
     oks = [ok for ok, _ in checks]

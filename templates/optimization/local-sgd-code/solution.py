@@ -17,7 +17,7 @@ Your function
 - ``H``: the number of local steps between two averagings;
 - ``average``: the communication round; ``average(models)`` takes the list of the p
   models and returns their mean (one 1-D array).  Average only through it: the
-  autograder counts its calls.
+  autograder counts its calls and reads what each was given.
 
 It runs T steps: at each step every worker i takes one step with ``grads[i]`` at its
 own model; after steps H, 2H, ... (t mod H = 0, as in the code of §4.3) the models are
@@ -25,7 +25,8 @@ averaged with ``average`` and every worker continues from (a copy of) the mean. 
 incomplete segment ends without averaging.  It returns the list of the p models.
 
 The autograder checks that H = 1 gives mini-batch SGD, that ``average`` is called
-⌊T/H⌋ times, once after every H local steps, that all workers restart from the same
+⌊T/H⌋ times, once after every H local steps, on the p models the workers have just
+reached (x − η g at their last gradient call), that all workers restart from the same
 model after each averaging, and that the models after T steps match local SGD on a
 noisy quadratic with different data on each worker.
 """

@@ -3,20 +3,43 @@
 ``probe`` runs in the probe process, beside the student's: for t = 2, 4 and 8 it runs the
 student's ``tp_mlp_forward(x, w1, w2, rank, t, all_reduce)`` on t ranks, each a process
 forked from the student's that gets its own matrices only, with an all_reduce held here
-that sums what the ranks pass in the same call and logs every message.  Each t runs twice:
-with every rank's copy of W₁ and W₂ filled with NaN outside its own columns and rows, then
-with the real matrices (8 processes serve all six rounds).  ``grade`` runs in the trusted
-process: it redraws X, W₁, W₂ and recomputes GeLU(X W₁) W₂ in NumPy.
+that logs every message and answers the sum of what the ranks passed in the same call,
+plus, when that sum has the output's shape (b, d), an offset of its own drawn here from
+the grading seed (:func:`offset`).  Each t runs a poisoned round, every rank's copy of W₁
+and W₂ filled with NaN outside its own columns and rows, then 2, 3 or 4 clean rounds, the
+real matrices in every copy except that some ranks' blocks are redrawn, in every copy
+(:func:`codes`, :func:`cases`).  The poisoned rounds come first, so that no rank holds
+clean blocks from an earlier round; the clean rounds follow in an order drawn from the
+seed (8 processes serve the twelve rounds).  ``grade`` runs in the trusted process: it
+redraws X, W₁, W₂, the redrawn blocks and the offsets, and recomputes GeLU(X W₁) W₂ in
+NumPy.
+
+The ranks are the student's processes, forked from the student's: they can reach each
+other outside the all_reduce (files in the working folder, /tmp or /dev/shm, memory or
+pipes shared from an earlier cell, a thread of the student's process, sockets), which
+nothing in the student's process can forbid; so the check is built for that to give
+nothing.  The value is what came through the all_reduce: in every clean round the
+messages of the last call sum to that round's GeLU(X W₁) W₂ and every rank returns the
+answer it was given, offset included (a result worked out another way lacks it).  The
+locality is judged on a rank's messages while the other ranks' blocks really change: a
+rank sends the same messages in every round where its own blocks are the same, and for
+any other rank two of those rounds hold different blocks of it, so a rank that reads
+another's blocks, from its arguments or through a side channel, sees them change.  What is
+left to a rank is its own blocks' messages plus a constant that the other ranks'
+constants cancel (a sum learnt once from another rank, say): it still does its own share.
+The poisoned round catches a rank that multiplies the other blocks by zero (NaN · 0 is
+NaN); not one that first makes them finite, from a side channel or by ``nan_to_num``,
+which computes what the honest rank computes (tests/autograder/test_forgeries_ranks_tp.py).
 
 The three properties are separated on purpose: the value (every rank ends with the MLP
-output), the communication (one all-reduce of a b × d tensor) and the locality (a rank's
-messages and result depend only on its own shards, compared with its own clean run), so
-that a wrong value costs only the first and a rank that reads other ranks' weights only
-the last.
+output, through the all-reduce), the communication (one all-reduce of a b × d tensor) and
+the locality (a rank's messages depend only on its own blocks), so that a wrong value
+costs only the first and a rank that reads other ranks' weights only the last.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -24,14 +47,36 @@ import numpy as np
 ISOLATED = True  # probe() runs in the probe process; tp_mlp_forward, in the student's
 DEGREES = (2, 4, 8)
 RTOL, ATOL = 1e-6, 1e-9
-WAIT_S = 5.0  # a rank waits this long in all_reduce for the other ranks
+WAIT_S = 5.0  # the ranks' time for all the rounds, each waiting for the others in all_reduce
 MAX_VALUES = 4096  # values of one message returned to the grader
 
-# --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
+# --- inputs: the same functions in the sandbox (probe) and the trusted process (grade) ---
+
+
+def shard(h: int, t: int, rank: int) -> slice:
+    """The hidden units of rank r: the r-th of t contiguous chunks (tensor.chunk(t))."""
+    return slice(rank * h // t, (rank + 1) * h // t)
+
+
+def codes(t: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
+    """Which version of its blocks rank r holds in each clean round: ``codes[r][s]`` is 0
+    for the real blocks (those of the poisoned round), 1 for blocks redrawn once for the
+    rank.  A rank must send the same messages in every round where its blocks are the
+    same, so its messages are compared across the rounds its code puts together; the
+    codes are distinct and none constant, so that for any two ranks i ≠ j two such rounds
+    of i hold different blocks of j (i is judged against every other block), and every
+    rank holds its real blocks in some clean round (its poisoned round is judged).  The
+    fewest rounds with t such codes (2^n − 2 ≥ t): 2 for t = 2, 3 for t = 4, 4 for t = 8;
+    which code goes to which rank is drawn from the seed."""
+    n = next(n for n in range(2, t + 2) if 2**n - 2 >= t)
+    every = list(itertools.product((0, 1), repeat=n))[1:-1]  # not all 0, not all 1
+    return [every[int(j)] for j in rng.permutation(len(every))[:t]]
 
 
 def cases(seed: int) -> list[dict]:
-    """X (b × d), W₁ (d × 4d), W₂ (4d × d) for each degree t."""
+    """X (b × d), W₁ (d × 4d), W₂ (4d × d) for each degree t, and its clean rounds: in
+    round s, the blocks of the ranks ``moved`` (those whose code, :func:`codes`, says 1)
+    are their redrawn ones, in every rank's W₁ and W₂."""
     rng = np.random.default_rng([seed, 50])
     out = []
     for t in DEGREES:
@@ -44,12 +89,37 @@ def cases(seed: int) -> list[dict]:
                 "w2": rng.standard_normal((4 * d, d)) / math.sqrt(4 * d),
             }
         )
+    more = np.random.default_rng([seed, 52])
+    for c in out:
+        t, (d, h) = c["t"], c["w1"].shape
+        c["codes"] = codes(t, more)
+        new1 = more.standard_normal((d, h)) / math.sqrt(d)  # every rank's redrawn blocks
+        new2 = more.standard_normal((h, d)) / math.sqrt(h)
+        c["clean"] = []
+        for s in range(len(c["codes"][0])):
+            moved = [r for r in range(t) if c["codes"][r][s]]
+            w1, w2 = c["w1"].copy(), c["w2"].copy()
+            for r in moved:
+                own = shard(h, t, r)
+                w1[:, own], w2[own, :] = new1[:, own], new2[own, :]
+            c["clean"].append({"moved": moved, "w1": w1, "w2": w2})
     return out
 
 
-def shard(h: int, t: int, rank: int) -> slice:
-    """The hidden units of rank r: the r-th of t contiguous chunks (tensor.chunk(t))."""
-    return slice(rank * h // t, (rank + 1) * h // t)
+def schedule(cs: list[dict], seed: int) -> list[tuple[int, int]]:
+    """The rounds in the order they run, as (case, k): k = -1 the poisoned round of the
+    case, k >= 0 its k-th clean round.  Every poisoned round first, then the clean rounds
+    in an order drawn from the seed."""
+    clean = [(i, k) for i, c in enumerate(cs) for k in range(len(c["clean"]))]
+    order = np.random.default_rng([seed, 53]).permutation(len(clean))
+    return [(i, -1) for i in range(len(DEGREES))] + [clean[int(j)] for j in order]
+
+
+def offset(seed: int, rnd: int, step: int, shape: tuple) -> np.ndarray:
+    """What the all_reduce adds to the sum of the ``step``-th call of round ``rnd`` when that
+    sum has the output's shape (b, d): drawn here and in the grader, never in the student's
+    processes, so that only a result that came through the all_reduce carries it."""
+    return np.random.default_rng([seed, 51, rnd, step]).standard_normal(shape)
 
 
 def poisoned(case: dict, rank: int) -> tuple[np.ndarray, np.ndarray]:
@@ -78,12 +148,14 @@ def _record(a) -> dict:
     return rec
 
 
-def _all_reduce(student, t: int, messages: list[list]):
+def _all_reduce(student, t: int, messages: list[list], mark):
     """The t ranks' all_reduce, held in this process: rank r's k-th call waits for the
-    k-th call of every rank, then each gets their sum.  Every message is logged here."""
+    k-th call of every rank, then each gets their sum, plus ``mark(k, shape)``.  Every
+    message is logged here."""
     import torch
 
     from_ranks: dict[int, list] = {}  # step -> the tensor each rank passed
+    totals: dict[int, object] = {}  # step -> the answer, worked out once for every rank
 
     def all_reduce_for(rank: int):
         def all_reduce(tensor):
@@ -97,7 +169,9 @@ def _all_reduce(student, t: int, messages: list[list]):
                     raise RuntimeError(
                         f"all_reduce call {step + 1}: the ranks sent different shapes"
                     )
-                return sum(parts[1:], parts[0].clone())
+                if step not in totals:
+                    totals[step] = mark(step, sum(parts[1:], parts[0].clone()))
+                return totals[step]
 
             def stuck() -> str:
                 missing = [r for r in range(t) if parts[r] is None]
@@ -110,52 +184,48 @@ def _all_reduce(student, t: int, messages: list[list]):
     return all_reduce_for
 
 
-def _simulate(student, cs: list[dict]) -> list[tuple[list[dict], list[dict]]]:
-    """Run every case on its t ranks, in one set of processes of the student's (as many
-    as the largest t; ranks 0 … t − 1 serve each case): every case poisoned, then every
-    case clean.  Poisoned first, so that no rank can have kept the other ranks' clean
-    blocks from a clean run (the ranks share the student's files); each case draws its
-    own matrices, so a clean run tells nothing about another case.  Per case, round and
-    rank: error, result and the messages it sent."""
+def probe(student, seed: int, params: dict) -> dict:
+    """Run ``tp_mlp_forward`` on t ranks in every round of :func:`schedule`, in one set of
+    processes of the student's (as many as the largest t; ranks 0 … t − 1 serve each
+    round), each round with an all_reduce of its own.  Per round and rank: the error, the
+    result and the messages it sent."""
     import torch
 
+    cs = cases(seed)
     rounds, logs = [], []
-    for poison in (True, False):
-        for case in cs:
-            t = case["t"]
-            messages: list[list] = [[] for _ in range(t)]
-            all_reduce_for = _all_reduce(student, t, messages)  # each round its own all-reduce
-            calls = []
-            for rank in range(t):
-                w1, w2 = poisoned(case, rank) if poison else (case["w1"], case["w2"])
-                args = [torch.tensor(a, dtype=torch.float64) for a in (case["x"], w1, w2)]
-                calls.append((*args, rank, t, all_reduce_for(rank)))
-            rounds.append(calls)
-            logs.append(messages)
-    runs = []
+    for rnd, (i, k) in enumerate(schedule(cs, seed)):
+        c, t = cs[i], cs[i]["t"]
+        shape = tuple(c["x"].shape)
+
+        def mark(step, total, rnd=rnd, shape=shape):
+            if tuple(total.shape) != shape:
+                return total
+            return total + torch.from_numpy(offset(seed, rnd, step, shape))
+
+        messages: list[list] = [[] for _ in range(t)]
+        all_reduce_for = _all_reduce(student, t, messages, mark)
+        x = torch.from_numpy(c["x"])
+        if k >= 0:
+            w1, w2 = (torch.from_numpy(c["clean"][k][w]) for w in ("w1", "w2"))
+        calls = []
+        for rank in range(t):
+            if k < 0:
+                w1, w2 = (torch.from_numpy(w) for w in poisoned(c, rank))
+            calls.append((x, w1, w2, rank, t, all_reduce_for(rank)))
+        rounds.append(calls)
+        logs.append(messages)
+    out = []
     for outs, messages in zip(student.rounds(rounds, seconds=WAIT_S), logs, strict=True):
         ranks = []
-        for rank, out in enumerate(outs):
+        for rank, got in enumerate(outs):
             rec: dict = {"error": None, "messages": messages[rank]}
-            if isinstance(out, BaseException):
-                rec["error"] = f"{type(out).__name__}: {out}"[:300]
+            if isinstance(got, BaseException):
+                rec["error"] = f"{type(got).__name__}: {got}"[:300]
             else:
-                rec["result"] = _record(out)
+                rec["result"] = _record(got)
             ranks.append(rec)
-        runs.append(ranks)
-    return list(zip(runs[: len(cs)], runs[len(cs) :], strict=True))
-
-
-def probe(student, seed: int, params: dict) -> dict:
-    """Run ``tp_mlp_forward`` on t ranks for each degree, poisoned then clean (one set of
-    processes for all of it: :func:`_simulate`)."""
-    cs = cases(seed)
-    return {
-        "runs": [
-            {"t": c["t"], "clean": clean, "nan": nan}
-            for c, (nan, clean) in zip(cs, _simulate(student, cs), strict=True)
-        ]
-    }
+        out.append(ranks)
+    return {"rounds": out}
 
 
 # --- grade (trusted) ---------------------------------------------------------------------
@@ -166,8 +236,8 @@ def gelu(z: np.ndarray) -> np.ndarray:
     return 0.5 * z * (1 + np.vectorize(math.erf)(z / math.sqrt(2)))
 
 
-def mlp(case: dict) -> np.ndarray:
-    return gelu(case["x"] @ case["w1"]) @ case["w2"]
+def mlp(x: np.ndarray, w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
+    return gelu(x @ w1) @ w2
 
 
 def _array(rec) -> np.ndarray | None:
@@ -183,11 +253,10 @@ def _array(rec) -> np.ndarray | None:
         return None
 
 
-def _ranks(run, key: str, t: int) -> list[dict]:
-    ranks = run.get(key) if isinstance(run, dict) else None
-    if not isinstance(ranks, list) or len(ranks) != t:
+def _ranks(run, t: int) -> list[dict]:
+    if not isinstance(run, list) or len(run) != t:
         return [{"error": "no result"} for _ in range(t)]
-    return [r if isinstance(r, dict) else {"error": "no result"} for r in ranks]
+    return [r if isinstance(r, dict) else {"error": "no result"} for r in run]
 
 
 def _messages(rank: dict) -> list:
@@ -195,68 +264,123 @@ def _messages(rank: dict) -> list:
     return m if isinstance(m, list) else []
 
 
+def _errors(ranks: list[dict]) -> list[str]:
+    return [f"rank {i}: {x['error']}" for i, x in enumerate(ranks) if x.get("error")]
+
+
+def _value(ranks: list[dict], exp: np.ndarray, seed: int, rnd: int) -> list[str]:
+    """What is wrong with a clean round's value, if anything: the messages of the ranks'
+    last all_reduce must sum to ``exp``, and every rank return the answer that call gave
+    it (the sum plus the round's offset)."""
+    from autograder.checktools import close
+
+    t, shape = len(ranks), exp.shape
+    steps = [len(_messages(x)) - 1 for x in ranks]
+    if min(steps) < 0:
+        return ["a rank never calls all_reduce, whose answer it should return"]
+    if len(set(steps)) != 1:
+        return ["the ranks make different numbers of all_reduce calls"]
+    total = np.zeros(shape)
+    for x in ranks:
+        m = _array(_messages(x)[steps[0]])
+        if m is None or m.shape != shape:
+            return ["the ranks do not pass all_reduce their (b, d) partial outputs"]
+        total = total + m
+    notes = []
+    if not close(total, exp, RTOL, ATOL):
+        notes.append("the partial outputs passed to all_reduce do not sum to GeLU(X W₁) W₂")
+    answer = total + offset(seed, rnd, steps[0], shape)
+    wrong = [i for i, x in enumerate(ranks) if not close(_array(x.get("result")), answer, RTOL)]
+    if wrong:
+        who = "no rank returns" if len(wrong) == t else f"ranks {wrong} do not return"
+        notes.append(f"{who} what all_reduce gave back")
+    return notes
+
+
+def _local(reference: dict, clean: dict) -> bool:
+    """Whether a rank sent in a clean round exactly what it sent in an earlier round where
+    it held the same blocks (its poisoned round or a clean one): some message, as many,
+    each the same."""
+    from autograder.checktools import close
+
+    mine, theirs = _messages(clean), _messages(reference)
+    if reference.get("error") or not mine or len(mine) != len(theirs):
+        return False
+    for x, y in zip(mine, theirs, strict=True):
+        xa = _array(x)
+        if xa is None or not close(_array(y), xa, RTOL, ATOL):
+            return False
+    return True
+
+
 def grade(result: dict, seed: int, params: dict) -> list[dict]:
     """Score the value, the all-reduce and the locality of every rank, for t = 2, 4, 8."""
-    from autograder.checktools import close, prop
+    from autograder.checktools import prop
 
     cs = cases(seed)
+    plan = schedule(cs, seed)
     r = result if isinstance(result, dict) else {}
-    runs = r.get("runs") if isinstance(r.get("runs"), list) else []
-    runs = (runs + [None] * len(cs))[: len(cs)]
+    got = r.get("rounds") if isinstance(r.get("rounds"), list) else []
+    got = (got + [None] * len(plan))[: len(plan)]
+    nan: dict[int, list] = {}
+    clean: dict[int, list] = {i: [None] * len(c["clean"]) for i, c in enumerate(cs)}
+    for rnd, ((i, k), run) in enumerate(zip(plan, got, strict=True)):
+        ranks = _ranks(run, cs[i]["t"])
+        if k < 0:
+            nan[i] = ranks
+        else:
+            clean[i][k] = (rnd, ranks)
+
     value, comm, local = [], [], []
     value_notes, comm_notes, local_notes = [], [], []
-    for c, run in zip(cs, runs, strict=True):
+    for i, c in enumerate(cs):
         t, shape = c["t"], c["x"].shape
-        clean, nan = _ranks(run, "clean", t), _ranks(run, "nan", t)
-        errors = [f"rank {i}: {x['error']}" for i, x in enumerate(clean) if x.get("error")]
+        errors = [e for _, ranks in clean[i] for e in _errors(ranks)]
 
-        # 1. every rank returns the MLP output
-        exp = mlp(c)
-        results = [_array(x.get("result")) for x in clean]
-        wrong = [i for i, y in enumerate(results) if not close(y, exp, RTOL, ATOL)]
-        value.append(not wrong)
+        # 1. every rank returns what its all_reduce gave, and the messages sum to the MLP
+        notes = []
+        for k, (rnd, ranks) in enumerate(clean[i]):
+            w = c["clean"][k]
+            notes += [
+                n for n in _value(ranks, mlp(c["x"], w["w1"], w["w2"]), seed, rnd) if n not in notes
+            ]
+        value.append(not notes and not errors)
         if errors:
             value_notes.append(f"t = {t}: {errors[0]}.")
-        elif wrong:
-            who = "no rank" if len(wrong) == t else f"ranks {wrong} do not"
-            value_notes.append(
-                f"t = {t}: {who} end{'s' if len(wrong) == t else ''} with GeLU(X W₁) W₂."
-            )
+        elif notes:
+            value_notes.append(f"t = {t}: {'; '.join(notes)}.")
 
-        # 2. one all-reduce of a (b, d) tensor per rank
-        counts = [len(_messages(x)) for x in clean]
-        shapes = [
-            [m.get("shape") if isinstance(m, dict) else None for m in _messages(x)] for x in clean
-        ]
-        ok = all(n == 1 for n in counts) and all(s == [list(shape)] for s in shapes)
-        comm.append(ok)
-        if not ok:
-            i = next(i for i in range(t) if counts[i] != 1 or shapes[i] != [list(shape)])
-            if counts[i] == 0:
-                comm_notes.append(f"t = {t}: rank {i} never calls all_reduce.")
+        # 2. one all-reduce of a (b, d) tensor per rank, in every clean round
+        bad = []
+        for _, ranks in clean[i]:
+            for j, x in enumerate(ranks):
+                shapes = [m.get("shape") if isinstance(m, dict) else None for m in _messages(x)]
+                if shapes != [list(shape)]:
+                    bad.append((j, shapes))
+        comm.append(not bad)
+        if bad:
+            j, shapes = bad[0]
+            if not shapes:
+                comm_notes.append(f"t = {t}: rank {j} never calls all_reduce.")
             else:
-                listed = ", ".join(str(tuple(s)) if isinstance(s, list) else "?" for s in shapes[i])
+                listed = ", ".join(str(tuple(s)) if isinstance(s, list) else "?" for s in shapes)
                 comm_notes.append(
-                    f"t = {t}: rank {i} calls all_reduce {counts[i]} times, with {listed}."
+                    f"t = {t}: rank {j} calls all_reduce {len(shapes)} times, with {listed}."
                 )
 
-        # 3. a rank's messages and result depend only on its own shards
+        # 3. a rank's messages depend only on its own blocks: the same in every round
+        # where its blocks are the same (its poisoned round and the clean rounds that
+        # keep its real blocks; the clean rounds that give it its redrawn blocks)
         if errors:
             local.append(False)
-            local_notes.append(f"t = {t} (cannot tell: the clean run fails, {errors[0]})")
+            local_notes.append(f"t = {t} (cannot tell: a clean round fails, {errors[0]})")
             continue
         leaks = []
-        for i, (a, b) in enumerate(zip(clean, nan, strict=True)):
-            mine = [*_messages(a), a.get("result")]
-            theirs = [*_messages(b), b.get("result")]
-            if b.get("error") or len(mine) != len(theirs):
-                leaks.append(i)
-                continue
-            for x, y in zip(mine, theirs, strict=True):
-                xa, ya = _array(x), _array(y)
-                if xa is None or not close(ya, xa, RTOL, ATOL):
-                    leaks.append(i)
-                    break
+        for rank, code in enumerate(c["codes"]):
+            real = [nan[i][rank]] + [clean[i][k][1][rank] for k, v in enumerate(code) if not v]
+            redrawn = [clean[i][k][1][rank] for k, v in enumerate(code) if v]
+            if not all(_local(same[0], x) for same in (real, redrawn) for x in same[1:]):
+                leaks.append(rank)
         local.append(not leaks)
         if leaks:
             who = "every rank" if len(leaks) == t else f"ranks {leaks}"
@@ -264,12 +388,14 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
 
     props = []
     msg = (
-        "For t = 2, 4 and 8 every rank ends with GeLU(X W₁) W₂."
+        "For t = 2, 4 and 8 every rank ends with GeLU(X W₁) W₂, as all_reduce gave it back."
         if all(value)
         else " ".join(value_notes) + " Rank r computes GeLU(X A_r) B_r, of shape (b, d), with "
         "A_r = w1.chunk(t, dim=1)[r] and B_r = w2.chunk(t, dim=0)[r], and returns what "
-        "all_reduce gives back: the sum of the t partial outputs. GeLU is not additive, which "
-        "is why W₁ is split by columns and not by rows (§3.3)."
+        "all_reduce gives back, unchanged: the sum of the t partial outputs (the grader's "
+        "all_reduce adds an offset of its own to that sum, so only a result that came "
+        "through it counts). GeLU is not additive, which is why W₁ is split by columns and "
+        "not by rows (§3.3)."
     )
     props.append(prop("every rank ends with GeLU(XW₁)W₂", 2.0, sum(value) / len(value), msg))
     msg = (
@@ -283,13 +409,16 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
         prop("one all-reduce of the b × d partial outputs", 1.0, sum(comm) / len(comm), msg)
     )
     msg = (
-        "With the other ranks' columns of W₁ and rows of W₂ set to NaN, every rank sends and "
-        "returns exactly what it did with the real matrices."
+        "With the other ranks' columns of W₁ and rows of W₂ set to NaN in its copy, or "
+        "redrawn in every rank's, every rank sends exactly what it sent before."
         if all(local)
-        else "Set the columns of W₁ and the rows of W₂ of the other ranks to NaN and the "
-        f"messages or results change, for {'; '.join(local_notes)}. A rank may only read "
-        "A_r = w1.chunk(t, dim=1)[r] and B_r = w2.chunk(t, dim=0)[r], the r-th contiguous "
-        "blocks, 1/t of each matrix (multiplying the other blocks by zero reads them too)."
+        else "Set the other ranks' columns of W₁ and rows of W₂ to NaN in a rank's copy, or "
+        "redraw them in every rank's, and its messages to all_reduce change (or it sends "
+        f"none), for {'; '.join(local_notes)}. A rank may only read A_r = "
+        "w1.chunk(t, dim=1)[r] and B_r = w2.chunk(t, dim=0)[r], the r-th contiguous blocks, "
+        "1/t of each matrix (multiplying the other blocks by zero reads them too), and "
+        "reaches the other ranks only through all_reduce: blocks read from the other ranks "
+        "in any other way change when they are redrawn."
     )
     props.append(
         prop("rank r uses only its shards of W₁ and W₂", 2.0, sum(local) / len(local), msg)

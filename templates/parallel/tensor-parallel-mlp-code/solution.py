@@ -12,16 +12,20 @@ acts on each hidden unit separately, so it can be applied to the rank's own slic
 hidden layer.  One all-reduce (a sum) of the partial outputs gives every rank
 Y = Σ_r Y_r.  Nothing is exchanged between the two matrix products.
 
-Your function runs once per rank, each in its own thread.  For the simulation it receives
-the whole matrices, but it must use only its own blocks A_r and B_r (the autograder fills
-the other ranks' columns of W₁ and rows of W₂ with NaN in one run).  It reaches the other
-ranks only through ``all_reduce(tensor)``, which returns the sum over the t ranks of the
-tensors they passed in the same call; every rank must make the same calls.  Use
+Your function runs once per rank (here each in its own thread; in the autograder each in
+its own process).  For the simulation it receives the whole matrices, but it must use only
+its own blocks A_r and B_r (the autograder fills the other ranks' columns of W₁ and rows of
+W₂ with NaN in one run, and redraws them in others).  It reaches the other ranks only
+through ``all_reduce(tensor)``, which returns the sum over the t ranks of the tensors they
+passed in the same call; every rank must make the same calls.  Use
 torch.nn.functional.gelu (its default, exact form).
 
-The autograder checks, for t = 2, 4 and 8: every rank returns GeLU(X W₁) W₂; every rank
-calls all_reduce exactly once, with a (b, d) tensor; and a rank's messages and result do
-not change when the columns of W₁ and rows of W₂ of the other ranks are replaced by NaN.
+The autograder checks, for t = 2, 4 and 8: every rank returns what all_reduce gives back,
+unchanged (the autograder's all_reduce adds an offset of its own to the sum, so only a
+result that came through it counts), and the partial outputs sum to GeLU(X W₁) W₂; every
+rank calls all_reduce exactly once, with a (b, d) tensor; and a rank's messages do not
+change when the columns of W₁ and rows of W₂ of the other ranks are replaced by NaN in its
+copy, or redrawn in every rank's.
 """
 
 from __future__ import annotations

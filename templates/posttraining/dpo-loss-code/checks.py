@@ -177,8 +177,10 @@ def _why(rec, per_pair: np.ndarray, what: str) -> str:
 
 def _grad_ok(rec, s: np.ndarray, beta: float) -> tuple[bool, str]:
     """Whether the gradients are ∓β σ(−u) times 1/B (mean) or 1 (sum); why not otherwise."""
-    if not isinstance(rec, dict) or rec.get("error"):
-        return False, (rec or {}).get("error") or "no result"
+    if not isinstance(rec, dict):
+        return False, "no result"
+    if rec.get("error"):
+        return False, rec["error"]
     if rec.get("grad_error"):
         return False, rec["grad_error"]
     grads = rec.get("grad")

@@ -1,11 +1,12 @@
 """Checks of the REINFORCE-with-baseline code part (001 §7.2, example 7.6, Exercise 10).
 
 ``probe`` runs in the probe process, beside the student's: it calls the student's
-``reinforce_estimates`` with generators seeded from the grading seed (and the global
-generators seeded too, so that the same code always gets the same grade) and returns, for
-each (θ, b), the count, sum and sum of squares of the estimates and their distinct values
-with counts; the extreme estimates at b* = 1 − σ and the distinct values at a baseline
-b* ± δ beside it; and two runs with generators seeded alike. ``grade`` runs in the
+``reinforce_estimates`` with ``rng`` a generator of the probe's (:class:`Draws`), which
+serves every draw from a generator seeded from the grading seed and logs it (the global
+generators are seeded too, so that the same code always gets the same grade), and returns,
+for each (θ, b), the count, sum and sum of squares of the estimates and their distinct
+values with counts, and whether rng's draws decided the rollouts; the extreme estimates at
+b* = 1 − σ and the distinct values at a baseline b* ± δ beside it.  ``grade`` runs in the
 trusted process: it redraws (θ, b) from the seed and tests the mean against σ(1 − σ) and
 the variance against Ex. 10(a), each with a z-test at the false-fail rate FALSE_FAIL.
 
@@ -16,7 +17,19 @@ not, nothing else, and a rescaled estimator's are not.  The variance property as
 both, the values and the variance; every baseline of its runs differs from 0, where
 ignoring b would be right.  The estimator is constant at b* because its two values meet
 there: the optimal property asks for the constant at b* and for the two values at b* ± δ
-(a constant that is not two values meeting is not the estimator's)."""
+(a constant that is not two values meeting is not the estimator's).
+
+The randomness is the probe's (issue 36).  rng was a NumPy generator whose state went to
+the student's process, and two calls with generators seeded alike had to agree: outputs
+remembered across calls (by call count, by input, in a file) agreed without a draw, and so
+did a generator made from rng's state (copied, hashed, jumped) that never advanced rng.
+Now rng stays here: the student's code gets a stub whose draws come back to the probe, so
+nothing can be read ahead, every call gets draws it cannot know before, and the check
+reads each rollout's action off its own draw: the n estimates of a statistical run must
+follow the n draws served, in order, the two outcomes split at σ (u < σ rewarded) or at
+1 − σ (u ≥ 1 − σ).  A stratified stream (exactly round(σn) rewarded, the smallest draws)
+splits elsewhere; draws made and thrown away leave the estimates unexplained; the mean
+test tells a split on the wrong side (a = 1 with probability 1 − σ)."""
 
 from __future__ import annotations
 
@@ -28,7 +41,8 @@ ISOLATED = True  # probe() runs in the probe process; the student's code, in the
 
 N_ROLLOUTS = 20_000  # per (θ, b): the mean to ±1 % of its spread's scale
 FALSE_FAIL = 1e-4  # per statistical test
-N_OPTIMAL, N_REPEAT = 1_000, 200  # rollouts at b* and in each reproducibility run
+N_OPTIMAL = 1_000  # rollouts at b* and at b* ± δ
+MOST_DRAWS = 4  # draws a call may ask of rng, per rollout (the probe's memory, not a rule)
 OPTIMAL_RTOL = 1e-6  # at b*, every estimate is σ(1 − σ) up to rounding (float32 is fine)
 VALUE_RTOL = 1e-6  # each estimate is (1 − b)(1 − σ) or bσ up to rounding, relative to the larger
 MAX_VALUES = 64  # distinct values a run reports (rounding may split each of the two)
@@ -51,7 +65,8 @@ def outcomes(sigma: float, b: float) -> tuple[float, float]:
 
 def cases(seed: int) -> dict:
     """(θ, b) of the statistical runs, θ of the runs at b* and the baselines b* ± δ beside
-    them, and the generator streams."""
+    them, and the seeds of the global generators (a student who draws from them instead
+    of rng still gets the same grade twice)."""
     rng = np.random.default_rng([seed, 40])
     high = float(rng.uniform(0.75, 0.95))  # a well-trained policy, b = J(θ) = σ (Ex. 10(b))
     low = float(rng.uniform(0.1, 0.3))  # a poorly trained one, b = J(θ) too: not 0, where
@@ -67,7 +82,7 @@ def cases(seed: int) -> dict:
         {"theta": _theta(mid), "b": b},
     ]
     optimal = [_theta(float(rng.uniform(0.55, 0.95))), _theta(float(rng.uniform(0.05, 0.45)))]
-    size = len(stats) + 2 * len(optimal) + 1
+    size = len(stats) + 2 * len(optimal)
     streams = [int(v) for v in rng.integers(2**62, size=size)]
     beside = [  # b* ± δ: the two values δ apart
         1 - sigmoid(theta) + float(rng.choice([-1.0, 1.0]) * rng.uniform(0.2, 0.5))
@@ -79,20 +94,100 @@ def cases(seed: int) -> dict:
 # --- probe (sandbox) -------------------------------------------------------------------------
 
 
-def _call(student, theta: float, b: float, n: int, stream: int) -> np.ndarray | str:
+class Draws:
+    """The ``rng`` handed to the student: it stays in the probe process, and the student's
+    code gets a stub whose draws come back here, served from a generator seeded from the
+    grading seed and logged.  It has methods only (a data attribute would be copied to the
+    student's process): nothing of its state can be read there, so what is drawn is known
+    only once it is drawn, and the check reads each rollout's action off its draw."""
+
+    def __init__(self, seed_words: list[int], most: int):
+        self._gen = np.random.default_rng(seed_words)
+        self._served: list[np.ndarray] = []  # each draw's values, flattened, in order
+        self._left = most
+
+    def _count(self, size) -> None:
+        if size is None or type(size) is int:
+            dims = [1 if size is None else size]
+        elif isinstance(size, tuple | list) and all(type(x) is int for x in size[:9]):
+            dims = list(size)[:9]
+        else:
+            raise TypeError("size must be None, an int or a tuple of ints")
+        if len(dims) > 8 or min(dims, default=0) < 0:
+            raise ValueError("size: at most 8 dimensions, none negative")
+        if math.prod(dims) > self._left:
+            raise ValueError(f"rng serves at most {MOST_DRAWS} draws per rollout in all")
+        self._left -= math.prod(dims)
+
+    def _served_as(self, values):
+        self._served.append(np.asarray(values, dtype=np.float64).ravel())
+        return values
+
+    def random(self, size=None):
+        """Uniform draws in [0, 1), as NumPy's ``Generator.random``."""
+        self._count(size)
+        return self._served_as(self._gen.random(size))
+
+    def uniform(self, low=0.0, high=1.0, size=None):
+        """Uniform draws in [low, high), as NumPy's ``Generator.uniform``."""
+        low, high = float(low), float(high)
+        self._count(size)
+        return self._served_as(self._gen.uniform(low, high, size))
+
+    def binomial(self, n, p, size=None):
+        """Binomial draws, as NumPy's ``Generator.binomial`` (n = 1: Bernoulli(p))."""
+        if type(n) is not int:
+            raise TypeError("n must be an int")
+        self._count(size)
+        return self._served_as(self._gen.binomial(n, float(p), size))
+
+    def choice(self, a, size=None, replace=True, p=None):
+        """Draws among ``a`` (an int, or a few numbers), as NumPy's ``Generator.choice``."""
+        few = (list, tuple, np.ndarray)
+        if not (type(a) is int or isinstance(a, few) and np.ndim(a) == 1 and len(a) <= 16):
+            raise TypeError("a must be an int or a list of at most 16 numbers")
+        if not (p is None or isinstance(p, few) and np.ndim(p) == 1 and len(p) <= 16):
+            raise TypeError("p must be None or a list of at most 16 probabilities")
+        a = a if type(a) is int else [float(x) for x in a]
+        p = None if p is None else [float(x) for x in p]
+        self._count(size)
+        return self._served_as(self._gen.choice(a, size, bool(replace), p))
+
+    def _drawn(self) -> np.ndarray:
+        """Every value served, in order (here only: a method with _ is not offered)."""
+        return np.concatenate(self._served) if self._served else np.zeros(0)
+
+
+def _call(student, theta: float, b: float, n: int, draws: Draws) -> np.ndarray | str:
     """The student's n estimates as a float64 array, or why there are none."""
     try:
-        out = student(theta, b, n, np.random.default_rng(stream))
+        out = student(theta, b, n, draws)
         if hasattr(out, "detach"):
             out = out.detach().cpu().numpy()
         g = np.asarray(out, dtype=np.float64)
     except BaseException as err:  # noqa: BLE001 - anything the student raises
-        return f"{type(err).__name__}: {err}"[:300]
+        why = f"{type(err).__name__}: {err}"[:300]
+        if isinstance(err, AttributeError):
+            why += " (rng offers random, uniform, binomial and choice, as NumPy's Generator)"
+        return why
     if g.shape != (n,):
         return f"returned shape {list(g.shape)} for n = {n}: return one estimate per rollout"
     if not np.all(np.isfinite(g)):
         return "the estimates are not finite (nan or inf)"
     return g
+
+
+def _undrawn(g: np.ndarray, served: np.ndarray, sigma: float) -> str | None:
+    """Why the estimates are not decided by rng's draws, rollout i by draw i, one outcome
+    below the threshold σ (or 1 − σ) and the other above; None when they are."""
+    if served.size != g.size:
+        return f"{served.size} draws of rng for {g.size} rollouts"
+    tol = VALUE_RTOL * float(np.abs(g).max())
+    for tau in (sigma, 1 - sigma):  # u < σ rewarded, or u ≥ 1 − σ; the mean tells which
+        below = served < tau
+        if all(np.ptp(g[side]) <= tol for side in (below, ~below) if side.any()):
+            return None
+    return "the estimates do not follow rng's draws (rollout i: a = 1 where draw i < σ)"
 
 
 def _values(g: np.ndarray) -> dict:
@@ -107,40 +202,40 @@ def _values(g: np.ndarray) -> dict:
 
 
 def probe(student, seed: int, params: dict) -> dict:
-    """Call reinforce_estimates on the seed's (θ, b); return sums, distinct values and
-    extremes (plain data)."""
+    """Call reinforce_estimates on the seed's (θ, b), rng serving the draws; return sums,
+    distinct values and extremes, and whether the draws decided the rollouts (plain
+    data)."""
     c = cases(seed)
     streams = iter(c["streams"])
+    calls = iter(range(len(c["streams"])))  # the generator of each call: its own stream
+
+    def run(theta: float, b: float, n: int):
+        student.seed(next(streams))
+        draws = Draws([seed, 41, next(calls)], MOST_DRAWS * n)
+        g = _call(student, theta, b, n, draws)
+        return g, draws._drawn()
+
     stats = []
     for case in c["stats"]:
-        stream = next(streams)
-        student.seed(stream)
-        g = _call(student, case["theta"], case["b"], N_ROLLOUTS, stream)
+        g, served = run(case["theta"], case["b"], N_ROLLOUTS)
         if isinstance(g, str):
             stats.append({"error": g})
         else:
             sums = {"n": g.size, "sum": float(g.sum()), "sum_sq": float(g @ g)}
-            stats.append({"error": None, **sums, **_values(g)})
+            rng = _undrawn(g, served, sigmoid(case["theta"]))
+            stats.append({"error": None, **sums, **_values(g), "rng": rng})
     optimal = []
     for theta, b in zip(c["optimal"], c["beside"], strict=True):
         runs = []
         for baseline in (1 - sigmoid(theta), b):
-            stream = next(streams)
-            student.seed(stream)
-            g = _call(student, theta, baseline, N_OPTIMAL, stream)
+            g, _ = run(theta, baseline, N_OPTIMAL)
             runs.append(
                 {"error": g}
                 if isinstance(g, str)
                 else {"error": None, "min": float(g.min()), "max": float(g.max()), **_values(g)}
             )
         optimal.append({**runs[0], "beside": runs[1]})
-    stream = next(streams)
-    runs = []
-    for k in range(2):  # the same seed for rng, other seeds for the global generators
-        student.seed(stream + 1 + k)
-        g = _call(student, c["stats"][2]["theta"], c["stats"][2]["b"], N_REPEAT, stream)
-        runs.append(g if isinstance(g, str) else [float(v) for v in g])
-    return {"stats": stats, "optimal": optimal, "repeat": runs}
+    return {"stats": stats, "optimal": optimal}
 
 
 # --- grade (trusted) ---------------------------------------------------------------------
@@ -159,12 +254,14 @@ def _z_ok(z: float) -> bool:
 
 def _show(rec: dict) -> str:
     """A run's most frequent distinct values, with counts."""
+    from autograder.checktools import shown
+
     values, counts = rec.get("values"), rec.get("counts")
     if not (isinstance(values, list) and isinstance(counts, list)):
         return "?"
-    shown = ", ".join(f"{v:.4g} (×{k})" for v, k in zip(values[:4], counts[:4], strict=False))
+    listed = ", ".join(f"{shown(v)} (×{k})" for v, k in zip(values[:4], counts[:4], strict=False))
     distinct = rec.get("distinct")
-    return shown + (f" and {distinct - 4} more" if type(distinct) is int and distinct > 4 else "")
+    return listed + (f" and {distinct - 4} more" if type(distinct) is int and distinct > 4 else "")
 
 
 def _off_outcomes(rec, sigma: float, b: float) -> str | None:
@@ -293,19 +390,25 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
     )
     props.append(prop(*NAMES["optimal"], sum(oks) / len(oks), msg))
 
-    runs = r.get("repeat") if isinstance(r.get("repeat"), list) else []
-    if len(runs) != 2 or not all(isinstance(x, list) for x in runs):
-        why = next((x for x in runs if isinstance(x, str)), "no result")
-        props.append(prop(*NAMES["rng"], 0, f"Reproducibility run: {why}."))
-    elif runs[0] == runs[1]:
-        props.append(prop(*NAMES["rng"], 1, "Generators seeded alike give the same rollouts."))
-    else:
-        props.append(
-            prop(
-                *NAMES["rng"],
-                0,
-                "Two calls with generators seeded alike returned different estimates: draw the "
-                "actions from rng (rng.random(n) < σ), not from np.random or random.",
-            )
-        )
+    recs = r.get("stats") if isinstance(r.get("stats"), list) else []
+    recs = (recs + [None] * len(c["stats"]))[: len(c["stats"])]
+    oks, notes = [], []
+    for case, rec in zip(c["stats"], recs, strict=True):
+        where = f"σ = {sigmoid(case['theta']):.3f}, b = {case['b']:.3f}"
+        if not isinstance(rec, dict) or rec.get("error") or "rng" not in rec:
+            oks.append(False)
+            why = rec.get("error") if isinstance(rec, dict) else None
+            notes.append(f"{where}: {why or 'no usable estimates'}.")
+            continue
+        oks.append(rec["rng"] is None)
+        if rec["rng"] is not None:
+            notes.append(f"{where}: {str(rec['rng'])[:200]}.")
+    msg = (
+        f"Each of the {N_ROLLOUTS} rollouts of a run is decided by its draw of rng."
+        if all(oks)
+        else " ".join(notes) + " Draw the actions from rng, one draw per rollout, in order "
+        "(rng.random(n) < σ), not from np.random or random: rng is the autograder's "
+        "generator, and each rollout must follow its draw."
+    )
+    props.append(prop(*NAMES["rng"], sum(oks) / len(oks), msg))
     return props

@@ -14,14 +14,16 @@ unbiased for any constant baseline b, with variance
 Your function
 -------------
 ``reinforce_estimates(theta, b, n, rng)`` plays n independent rollouts at parameter θ
-and returns their n estimates ĝ as a 1-D array.  Draw every action from the NumPy
-generator ``rng``: the autograder seeds it, so the same code always gets the same grade.
+and returns their n estimates ĝ as a 1-D array.  Draw every action from the generator
+``rng``, one draw per rollout, all n at once (``rng.random(n) < σ``).  The autograder's
+``rng`` is its own generator: it serves each draw and records it (it offers ``random``,
+``uniform``, ``binomial`` and ``choice``, as a NumPy Generator does, and each call is a
+round trip to the autograder: draw n values in one call, not one per rollout).
 
 The autograder calls it with several (θ, b), 20 000 rollouts each, checks that every
-estimate is (1 − b)(1 − σ) or bσ, and tests (false-fail rate 1e-4 per test) the mean
-against σ(1 − σ) and the variance against Ex. 10(a); it checks that b = 1 − σ makes every
-estimate equal to σ(1 − σ), and that two calls with generators seeded alike return the
-same estimates.
+estimate is (1 − b)(1 − σ) or bσ and that rollout i follows the i-th draw of rng, and
+tests (false-fail rate 1e-4 per test) the mean against σ(1 − σ) and the variance against
+Ex. 10(a); it checks that b = 1 − σ makes every estimate equal to σ(1 − σ).
 """
 
 from __future__ import annotations

@@ -1,29 +1,54 @@
 """Checks of the speculative sampler code part (000 §6.4, Theorem 6.11, Exercise 12).
 
-``probe`` runs in the probe process, beside the student's: it has the student's
-``speculative_step(p, q, rng)`` called N_DRAWS times on one target p and draft q drawn
-from the seed, with a generator seeded from the grading seed (so the same submission
-always gets the same grade), and counts here the output tokens, the accepted drafts and
-the tokens sampled after a rejection.  ``grade`` runs in the trusted process: it redraws
-p and q and applies chi-square tests and a binomial test, each at the false-fail rate FALSE_FAIL.
+``probe`` runs in the probe process, beside the student's.  It draws N_DRAWS draft tokens
+x ~ q itself, from a generator of its own seeded from the grading seed and never handed
+over, and calls the student's ``speculative_step(p, q, x, rng)`` once per draft, in
+batches, with a generator ``rng`` for the step's own random numbers (the accept test and
+the residual draw; its state tells nothing of the drafts to come).  It records each step
+as one character: the token, and whether the draft was kept.  ``grade`` runs in the
+trusted process: it redraws p, q and the drafts from the seed and judges each step GIVEN
+ITS DRAFT, as Theorem 6.11's proof does: a kept draft is the token returned (exactly); the
+drafts of each token x are kept at the rate min(1, p(x)/q(x)) (a binomial test per x, and
+never a rejection where p(x) ≥ q(x)); after a rejection the token follows (p − q)₊
+normalised (a chi-square test, and never a token where p ≤ q); then the output tokens
+follow p.
+
+Output marginals alone can be forged: the joint law of (token, accepted) can be sampled
+without drafting or verifying anything (Bernoulli(α), then min(p, q)/α or the residual),
+and counts can be dealt in turn or by low-discrepancy numbers so that every marginal comes
+out right.  So the drafts are the probe's, the acceptance is judged per draft, and the
+decisions and residual tokens are tested for independence too: pairs of consecutive
+decisions (on the same drafted token, and on consecutive calls, per pair of drafted
+tokens), pairs of consecutive residual tokens, and the spread of their counts in blocks of
+consecutive draws (dealt counts are too even to be random).  The output's law is judged
+only once the step keeps its draft, at the right rate, and samples the residual: it is the
+theorem's conclusion, not a law to aim at.  (A batch's drafts reach the student's process
+together; knowing the next ones tells a step nothing about how to decide on its own.)
+
+Each property holds a correct sampler to a false-fail rate of at most FALSE_FAIL at the
+fixed grading seed (its tests share it equally), so the same submission gets the same grade.
 """
 
 from __future__ import annotations
 
 import math
 import operator
+import re
 import time
-from statistics import NormalDist
 
 import numpy as np
 
-N_DRAWS = 15_000  # about 1 s for a plain NumPy implementation
-FALSE_FAIL = 1e-4  # per statistical test: a correct sampler fails a test this rarely
-SLOW_SECONDS = 25.0  # a sampler slower than this for N_DRAWS draws is stopped
-BATCH = 1000  # calls per round trip to the student's process
+N_DRAWS = 15_000  # steps, one per draft: about 0.5 s for a plain NumPy implementation
+FALSE_FAIL = 1e-4  # per property: a correct sampler fails a property this rarely
+SLOW_SECONDS = 25.0  # a sampler slower than this for N_DRAWS steps is stopped
+BATCH = 1000  # steps per round trip to the student's process
 ISOLATED = True  # probe() runs in the probe process; the sampler, in the student's
+REJECTED = "abcdefgh"  # a step's record: "0"…"7" a kept draft, "a"…"h" a residual token
+INVALID = "?"  # a call that did not return (token, accepted)
+BLOCK_COUNT = 10  # dispersion tests: the rarest outcome expected this often per block
+MIN_BLOCK = 20  # and at least this many draws per block
 
-# --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
+# --- inputs: the same functions in the sandbox (probe) and the trusted process (grade) ----
 
 
 def dists(seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -36,6 +61,12 @@ def dists(seed: int) -> tuple[np.ndarray, np.ndarray]:
         p, q = p / p.sum(), q / q.sum()
         if 0.55 <= np.minimum(p, q).sum() <= 0.85:
             return p, q
+
+
+def drafts(seed: int, q: np.ndarray) -> np.ndarray:
+    """The probe's N_DRAWS draft tokens x ~ q, from a stream of the grading seed that no
+    argument of the student's reveals."""
+    return np.random.default_rng([seed, 22]).choice(len(q), size=N_DRAWS, p=q)
 
 
 def _parse(res, v: int) -> tuple[int, bool] | str:
@@ -57,149 +88,282 @@ def _parse(res, v: int) -> tuple[int, bool] | str:
 
 
 def probe(student, seed: int, params: dict) -> dict:
-    """Call ``speculative_step`` N_DRAWS times; return token counts (plain data).
+    """Call ``speculative_step`` on each of the probe's drafts; return the steps (plain data).
 
-    This runs in the probe process: the student's sampler runs in theirs, in batches of
-    BATCH calls, and only the (token, accepted) pairs it returns come back to be counted.
+    Each call gets its own copies of p and q (a step that changes them in place changes
+    nothing for the next) and its draft; the generator is kept in the student's process
+    (``hold``) and passed to every call by reference.
     """
     p, q = dists(seed)
     v = len(p)
+    xs = drafts(seed, q)
     stream = int(np.random.default_rng([seed, 21]).integers(2**62))
-    rng = np.random.default_rng(stream)  # the generator the sampler is given
-    student.seed(stream)  # reproducible even if the sampler uses the global generators
-    output, accepted, rejected = np.zeros(v, int), np.zeros(v, int), np.zeros(v, int)
-    invalid, example, error = 0, None, None
+    out = {"vocab": v, "steps": "", "invalid": 0, "invalid_example": None, "error": None}
+    steps: list[str] = []
     start = time.monotonic()
-    draws = 0
-    while draws < N_DRAWS and error is None:
-        batch = min(BATCH, N_DRAWS - draws)
-        try:
-            answers = student.repeat((p, q, rng), batch, seconds=SLOW_SECONDS)
-        except Exception as err:  # noqa: BLE001 - the student's process stopped answering
-            error = f"{type(err).__name__}: {err}"[:300]
-            break
-        for answer in answers:
-            draws += 1
-            if isinstance(answer, BaseException):
-                error = f"{type(answer).__name__}: {answer}"[:300]
-                break
-            res = _parse(answer, v)
-            if isinstance(res, str):
-                invalid += 1
-                example = example or res
-            else:
-                output[res[0]] += 1
-                (accepted if res[1] else rejected)[res[0]] += 1
-        if time.monotonic() - start > SLOW_SECONDS:
-            error = f"stopped after {draws} draws in {SLOW_SECONDS:g} s: too slow"
-    return {
-        "vocab": v,
-        "draws": draws,
-        "output": output.tolist(),
-        "accepted": accepted.tolist(),
-        "rejected": rejected.tolist(),
-        "invalid": invalid,
-        "invalid_example": example,
-        "error": error,
-    }
+    try:
+        student.seed(stream)  # reproducible even if the sampler uses the global generators
+        rng = student.hold(np.random.default_rng(stream))  # the step's own random numbers
+        while len(steps) < N_DRAWS and out["error"] is None:
+            batch = xs[len(steps) : len(steps) + BATCH]
+            answers = student.map([(p, q, int(x), rng) for x in batch], seconds=SLOW_SECONDS)
+            for answer in answers:
+                if isinstance(answer, BaseException):
+                    out["error"] = f"{type(answer).__name__}: {answer}"[:300]
+                    break
+                res = _parse(answer, v)
+                if isinstance(res, str):
+                    out["invalid"] += 1
+                    out["invalid_example"] = out["invalid_example"] or res
+                    steps.append(INVALID)
+                else:
+                    steps.append(str(res[0]) if res[1] else REJECTED[res[0]])
+            if out["error"] is None and time.monotonic() - start > SLOW_SECONDS:
+                out["error"] = f"stopped after {len(steps)} steps in {SLOW_SECONDS:g} s: too slow"
+    except Exception as err:  # noqa: BLE001 - the student's process stopped answering
+        out["error"] = f"{type(err).__name__}: {err}"[:300]
+    out["steps"] = "".join(steps)
+    return out
 
 
 # --- grade (trusted) ---------------------------------------------------------------------
 
+NAMES = [
+    ("output tokens follow the target p", 3.0),
+    ("a draft x is kept with probability min(1, p(x)/q(x))", 2.0),
+    ("a kept draft is the token returned", 1.0),
+    ("after a rejection, tokens follow the residual (p − q)₊ normalised", 2.0),
+]
+_STEPS = re.compile(rf"[0-7{REJECTED}{re.escape(INVALID)}]*")
 
-def _counts(x, v: int) -> np.ndarray | None:
-    if not (isinstance(x, list) and len(x) == v and all(type(c) is int and c >= 0 for c in x)):
-        return None
-    return np.array(x, dtype=np.int64)
+
+def _steps(result, v: int) -> tuple[np.ndarray, np.ndarray] | str:
+    """(tokens, kept) of the N_DRAWS steps the probe recorded, or why there are none."""
+    r = result if isinstance(result, dict) else {}
+    steps = r.get("steps")
+    if not (isinstance(steps, str) and len(steps) <= N_DRAWS and _STEPS.fullmatch(steps)):
+        return "The sampler's probe returned no usable record of the steps."
+    error = r.get("error") if isinstance(r.get("error"), str) else None
+    invalid = steps.count(INVALID)
+    if error or invalid or len(steps) < N_DRAWS:
+        example = r.get("invalid_example")
+        example = example if isinstance(example, str) else "?"
+        why = error or f"{invalid} of {N_DRAWS} calls: {example}"
+        return f"speculative_step must return (token, accepted) on every call; {why}"
+    codes = np.frombuffer(steps.encode("ascii"), dtype=np.uint8).astype(np.int64)
+    kept = codes < ord(REJECTED[0])
+    tokens = np.where(kept, codes - ord("0"), codes - ord(REJECTED[0]))
+    if tokens.max() >= v:
+        return "The sampler's probe recorded tokens outside the vocabulary."
+    return tokens, kept
 
 
-def _verdict(what: str, observed: np.ndarray, probs: np.ndarray, rule: str) -> tuple[bool, str]:
+def _pairs(first: np.ndarray, second: np.ndarray, k: int) -> np.ndarray:
+    """Counts of the k × k cells (first[i], second[i])."""
+    return np.bincount(first * k + second, minlength=k * k)
+
+
+def _combined(tests: list[tuple[float, int]]) -> tuple[float, int, float]:
+    """Independent chi-square statistics summed: (χ², degrees of freedom, upper p-value)."""
+    from autograder.checktools import chi2_sf
+
+    stat, dof = sum(s for s, _ in tests), sum(d for _, d in tests)
+    return stat, dof, (chi2_sf(stat, dof) if dof > 0 else 1.0)
+
+
+def _too_regular(tests: list[tuple[float, int]]) -> float:
+    """The lower p-value of independent chi-square statistics summed: how rarely counts
+    drawn at random vary as little as these (low-discrepancy numbers and counts dealt in
+    turn keep every block of draws at its expected counts)."""
+    stat, dof, upper = _combined(tests)
+    return 1.0 if dof == 0 else max(0.0, 1.0 - upper)
+
+
+def _blocks(size: int, rarest: float) -> int:
+    """Draws per block of a dispersion test: enough for the rarest outcome to be expected
+    BLOCK_COUNT times, and at least MIN_BLOCK."""
+    return max(MIN_BLOCK, math.ceil(BLOCK_COUNT / rarest)) if rarest > 0 else size + 1
+
+
+def _dispersion(outcomes: np.ndarray, probs: np.ndarray) -> tuple[float, int]:
+    """Pearson's χ² of the counts in consecutive blocks of ``outcomes`` (indices into
+    ``probs``), summed over the blocks: (χ², degrees of freedom)."""
     from autograder.checktools import chi2_test
 
-    stat, dof, pval = chi2_test(observed, probs)
-    ok = pval >= FALSE_FAIL
-    test = f"χ² = {stat:.1f} on {dof} degrees of freedom, p-value {pval:.2g}"
-    if ok:
-        return True, f"{what} pass the chi-square test ({test} ≥ {FALSE_FAIL:g})."
-    return False, f"{what} fail the chi-square test ({test} < {FALSE_FAIL:g}): {rule}"
+    size = _blocks(len(outcomes), float(probs.min()))
+    n = len(outcomes) // size
+    stat, dof = 0.0, 0
+    for block in outcomes[: n * size].reshape(n, size):
+        s, d, _ = chi2_test(np.bincount(block, minlength=len(probs)), probs)
+        stat, dof = stat + s, dof + d
+    return stat, dof
+
+
+def _keep_tests(xs: np.ndarray, kept: np.ndarray, keep: np.ndarray) -> list[tuple[str, float]]:
+    """(what, p-value) of the tests of the acceptance given the drafts: the rate per
+    drafted token; consecutive decisions on the same drafted token, and in consecutive
+    calls (per pair of drafted tokens); the spread of the rejections in blocks."""
+    from autograder.checktools import chi2_test
+
+    rate, same, spread = [], [], []
+    for x in np.flatnonzero(keep < 1):
+        d = kept[xs == x].astype(np.int64)  # 1 kept, 0 rejected
+        if not d.size:
+            continue
+        a = keep[x]
+        law = np.array([1 - a, a])
+        rate.append(((d.sum() - d.size * a) ** 2 / (d.size * a * (1 - a)), 1))
+        m = d.size // 2 * 2
+        if m:
+            stat, dof, _ = chi2_test(_pairs(d[0:m:2], d[1:m:2], 2), np.outer(law, law).ravel())
+            same.append((stat, dof))
+        spread.append(_dispersion(d, law))
+    calls = []  # steps 2i and 2i + 1, for each pair of drafted tokens that may be rejected
+    x1, x2 = xs[0:-1:2], xs[1::2]
+    d1, d2 = kept[0:-1:2].astype(np.int64), kept[1::2].astype(np.int64)
+    for u in np.flatnonzero(keep < 1):
+        for w in np.flatnonzero(keep < 1):
+            both = (x1 == u) & (x2 == w)
+            if both.sum() >= 2:
+                law_u, law_w = np.array([1 - keep[u], keep[u]]), np.array([1 - keep[w], keep[w]])
+                cells = _pairs(d1[both], d2[both], 2)
+                stat, dof, _ = chi2_test(cells, np.outer(law_u, law_w).ravel())
+                calls.append((stat, dof))
+    return [
+        ("the rate per drafted token", _combined(rate)[2]),
+        ("consecutive decisions on the same drafted token", _combined(same)[2]),
+        ("the decisions of consecutive calls", _combined(calls)[2]),
+        ("the spread of the rejections (too regular to be random)", _too_regular(spread)),
+    ]
+
+
+def _residual_tests(rejected: np.ndarray, residual: np.ndarray) -> list[tuple[str, float]]:
+    """(what, p-value) of the residual tokens' law, of consecutive residual tokens, and of
+    their spread in blocks."""
+    from autograder.checktools import chi2_test
+
+    support = np.flatnonzero(residual > 0)
+    where = np.full(len(residual), -1)
+    where[support] = np.arange(len(support))
+    r = residual[support]
+    k = len(support)
+    tokens = where[rejected]
+    law = chi2_test(np.bincount(tokens, minlength=k), r)[2]
+    if k == 1:  # a single token: nothing to deal
+        return [("their law", law)]
+    m = len(tokens) // 2 * 2
+    pairs = chi2_test(_pairs(tokens[0:m:2], tokens[1:m:2], k), np.outer(r, r).ravel())[2]
+    return [
+        ("their law", law),
+        ("consecutive residual tokens", pairs),
+        ("their spread (too regular to be random)", _too_regular([_dispersion(tokens, r)])),
+    ]
+
+
+def _failed(tests: list[tuple[str, float]]) -> str | None:
+    """The tests (sharing FALSE_FAIL) a correct sampler would pass but these steps fail."""
+    level = FALSE_FAIL / len(tests)
+    bad = [f"{what} (p-value {pval:.2g})" for what, pval in tests if pval < level]
+    return None if not bad else f"{', '.join(bad)} below {level:.2g}"
 
 
 def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Test the counts against p, min(p, q)/α, the residual and α, redrawn from the seed."""
+    """Judge each step given its draft (redrawn from the seed), then the output's law."""
+    from autograder.checktools import chi2_test
     from autograder.checktools import prop as _prop
 
     p, q = dists(seed)
     v = len(p)
+    xs = drafts(seed, q)
+    keep = np.minimum(1.0, p / q)
     alpha = float(np.minimum(p, q).sum())
-    names = [
-        ("output tokens follow the target p", 3.0),
-        ("acceptance rate is 1 − TV(p, q)", 2.0),
-        ("accepted drafts follow min(p, q)/α", 1.0),
-        ("after a rejection, tokens follow the residual (p − q)₊ normalised", 2.0),
-    ]
-    r = result if isinstance(result, dict) else {}
-    out, acc, rej = (_counts(r.get(k), v) for k in ("output", "accepted", "rejected"))
-    if out is None or acc is None or rej is None or not np.array_equal(out, acc + rej):
-        return [_prop(n, w, 0, "The sampler's probe returned no usable counts.") for n, w in names]
-    n = int(out.sum())
-    error = r.get("error") if isinstance(r.get("error"), str) else None
-    invalid = r.get("invalid") if type(r.get("invalid")) is int else 0
-    if error or invalid or n < N_DRAWS:
-        why = error or f"{invalid} of {N_DRAWS} calls: {r.get('invalid_example')}"
-        msg = f"speculative_step must return (token, accepted) on every call; {why}"
-        return [_prop(name, w, 0, msg) for name, w in names]
-    props = []
-    ok, msg = _verdict(
-        f"The {n} output tokens",
-        out,
-        p,
-        "speculative sampling must reproduce the target distribution exactly (Theorem 6.11).",
-    )
-    props.append(_prop(*names[0], ok, msg))
-
-    a = int(acc.sum())
-    z = (a - n * alpha) / math.sqrt(n * alpha * (1 - alpha))
-    z_max = NormalDist().inv_cdf(1 - FALSE_FAIL / 2)
-    msg = (
-        f"The measured acceptance rate {a / n:.3f} over {n} draws is {abs(z):.1f} standard "
-        f"deviations from 1 − TV(p, q) (tolerance {z_max:.2f}, false-fail rate {FALSE_FAIL:g})"
-    )
-    if abs(z) > z_max:
-        msg += ": keep the draft x ~ q with probability min(1, p(x)/q(x))"
-    props.append(_prop(*names[1], abs(z) <= z_max, msg + "."))
-
-    if a == 0:
-        props.append(_prop(*names[2], 0, "No draft was ever accepted."))
-    else:
-        ok, msg = _verdict(
-            f"The {a} accepted drafts",
-            acc,
-            np.minimum(p, q) / alpha,
-            "a draft x ~ q kept with probability min(1, p(x)/q(x)) follows min(p, q)/α.",
-        )
-        props.append(_prop(*names[2], ok, msg))
-
     residual = np.maximum(p - q, 0.0)
     residual /= residual.sum()
-    k = int(rej.sum())
-    stray = int(rej[residual == 0].sum())
-    if k == 0:
-        props.append(_prop(*names[3], 0, "No draft was ever rejected."))
-    elif stray:
-        props.append(
-            _prop(
-                *names[3],
-                0,
-                f"{stray} of the {k} tokens sampled after a rejection are tokens with p ≤ q, which "
-                "the residual (p − q)₊ never gives.",
-            )
+    steps = _steps(result, v)
+    if isinstance(steps, str):
+        return [_prop(n, w, 0, steps) for n, w in NAMES]
+    tokens, kept = steps
+    props = {}
+
+    # a kept draft is the token returned: exactly, on every step
+    swapped = np.flatnonzero(kept & (tokens != xs))
+    if swapped.size:
+        i = int(swapped[0])
+        msg = (
+            f"{swapped.size} of the {int(kept.sum())} steps that keep their draft return another "
+            f"token, e.g. the draft {int(xs[i])} kept and the token {int(tokens[i])} returned: "
+            "a kept draft is the output (Theorem 6.11), whatever law the tokens follow."
+        )
+        gate = (
+            "Not judged: a step decides about the probe's draft x, and must first return it "
+            "when it keeps it."
+        )
+        return [_prop(n, w, 0, msg if n == NAMES[2][0] else gate) for n, w in NAMES]
+    props[NAMES[2][0]] = (1, f"All {int(kept.sum())} kept drafts are the tokens returned.")
+
+    # each draft x kept with probability min(1, p(x)/q(x)), independently
+    never = np.flatnonzero(~kept & (keep[xs] >= 1))
+    n_kept = int(kept.sum())
+    rate = f"{n_kept} of {N_DRAWS} drafts kept ({n_kept / N_DRAWS:.3f}; 1 − TV(p, q) = {alpha:.3f})"
+    if never.size:
+        x = int(xs[never[0]])
+        keep_ok = False
+        msg = (
+            f"{never.size} drafts rejected where p(x) ≥ q(x), e.g. token {x} (p = {p[x]:.3f}, "
+            f"q = {q[x]:.3f}): min(1, p(x)/q(x)) = 1 keeps it always."
         )
     else:
-        ok, msg = _verdict(
-            f"The {k} tokens sampled after a rejection",
-            rej[residual > 0],
-            residual[residual > 0],
-            "after a rejection, sample from (p − q)₊ divided by its sum 1 − α (Theorem 6.11).",
+        failed = _failed(_keep_tests(xs, kept, keep))
+        keep_ok = failed is None
+        msg = f"Given each draft x, {rate}: " + (
+            "the rate per drafted token and the independence of consecutive decisions pass."
+            if keep_ok
+            else f"fails {failed}. Keep the draft x with probability min(1, p(x)/q(x)), "
+            "with a fresh uniform from rng at each step."
         )
-        props.append(_prop(*names[3], ok, msg))
-    return props
+    props[NAMES[1][0]] = (keep_ok, msg)
+
+    # after a rejection: the residual, independently
+    rejected = tokens[~kept]
+    stray = int((residual[rejected] == 0).sum())
+    if not rejected.size:
+        res_ok, msg = False, "No draft was ever rejected."
+    elif stray:
+        res_ok = False
+        msg = (
+            f"{stray} of the {rejected.size} tokens sampled after a rejection are tokens with "
+            "p ≤ q, which the residual (p − q)₊ never gives."
+        )
+    else:
+        failed = _failed(_residual_tests(rejected, residual))
+        res_ok = failed is None
+        msg = f"The {rejected.size} tokens sampled after a rejection " + (
+            "follow (p − q)₊ normalised, independently from one rejection to the next."
+            if res_ok
+            else f"fail {failed}: after a rejection, sample from (p − q)₊ divided by its sum "
+            "1 − α (Theorem 6.11), with fresh numbers from rng."
+        )
+    props[NAMES[3][0]] = (res_ok, msg)
+
+    # the output: Theorem 6.11's conclusion, once its premises hold
+    if not (keep_ok and res_ok):
+        msg = (
+            "Not judged: the output's law is what keeping each draft at the rate min(1, "
+            "p(x)/q(x)) and sampling the residual after a rejection give (Theorem 6.11); "
+            "those properties fail."
+        )
+        props[NAMES[0][0]] = (0, msg)
+    else:
+        stat, dof, pval = chi2_test(np.bincount(tokens, minlength=v), p)
+        test = f"χ² = {stat:.1f} on {dof} degrees of freedom, p-value {pval:.2g}"
+        ok = pval >= FALSE_FAIL
+        msg = (
+            f"The {N_DRAWS} output tokens pass the chi-square test against p ({test} ≥ "
+            f"{FALSE_FAIL:g})."
+            if ok
+            else f"The {N_DRAWS} output tokens fail the chi-square test against p ({test} < "
+            f"{FALSE_FAIL:g}): speculative sampling must reproduce the target exactly "
+            "(Theorem 6.11)."
+        )
+        props[NAMES[0][0]] = (ok, msg)
+    return [_prop(n, w, float(props[n][0]), props[n][1]) for n, w in NAMES]

@@ -164,6 +164,17 @@ def _output(rec) -> tuple[np.ndarray | None, str]:
     return values.reshape(shape), ""
 
 
+def _image(rec, expected: tuple) -> tuple[np.ndarray | None, str]:
+    """The student's output for the shift properties, which roll its last two axes (the
+    image's): an array with both, or None and why (a 2-D output is still an image)."""
+    from autograder.checktools import shape_note
+
+    y, why = _output(rec)
+    if y is not None and (y.ndim < 2 or y.size == 0):
+        return None, shape_note(y.shape, expected, "your layer returned an array")
+    return y, why
+
+
 def _matches(rec, expected: np.ndarray) -> tuple[bool, str]:
     y, why = _output(rec)
     if y is None:
@@ -183,9 +194,9 @@ def _matches(rec, expected: np.ndarray) -> tuple[bool, str]:
 def _rolled(base: np.ndarray, shifted: np.ndarray, shift, rtol: float = EQUIV_RTOL) -> bool:
     """Whether ``shifted`` is ``base`` rolled by ``shift`` on its last two axes, up to rtol
     of the output's scale (rounding by default)."""
-    if base.shape != shifted.shape:
+    if base.shape != shifted.shape or base.ndim < 2 or base.size == 0:
         return False
-    moved = np.roll(base, shift=shift, axis=(1, 2))
+    moved = np.roll(base, shift=shift, axis=(-2, -1))
     scale = max(float(np.abs(base).max()), 1e-12)
     return bool(np.abs(moved - shifted).max() <= rtol * scale)
 
@@ -230,8 +241,9 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
     # 3. equivariance at stride 1, on the student's own outputs (from processes apart)
     oks, notes = [], []
     for case, rec in zip(c["single"], single, strict=True):
-        base, why = _output(rec.get("base"))
-        moved, why2 = _output(rec.get("shifted"))
+        shape = reference(case["x"], case["w"]).shape
+        base, why = _image(rec.get("base"), shape)
+        moved, why2 = _image(rec.get("shifted"), shape)
         if base is None or moved is None:
             oks.append(False)
             notes.append(f"shift {case['shift']}: {why or why2}.")
@@ -262,9 +274,10 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
 
     # 5. stride 2 follows even shifts (2t → t) and no odd one, on the student's own outputs
     # (each from a process of its own)
-    base, why = _output(s2.get("base"))
-    even, why_even = _output(s2.get("even"))
-    odd, why_odd = _output(s2.get("odd"))
+    shape = reference(case["x"], case["w"], 2).shape
+    base, why = _image(s2.get("base"), shape)
+    even, why_even = _image(s2.get("even"), shape)
+    odd, why_odd = _image(s2.get("odd"), shape)
     (a, b), odd_shift = c["even"], c["odd"]
     notes = []
     even_ok = base is not None and even is not None and _rolled(base, even, (a // 2, b // 2))
@@ -275,7 +288,7 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
         )
     odd_ok = False
     if base is not None and odd is not None:
-        rolls = [(i, j) for i in range(base.shape[1]) for j in range(base.shape[2])]
+        rolls = [(i, j) for i in range(base.shape[-2]) for j in range(base.shape[-1])]
         odd_ok = base.shape == odd.shape and not any(_rolled(base, odd, t, BROKEN) for t in rolls)
         if not odd_ok:
             notes.append(

@@ -1,0 +1,185 @@
+"""Ranks that talk outside the comm (issue 36): the ring all-reduce (000 §3.1, Theorem 3.3).
+
+The ranks of one submission are processes forked from the student's process, which the
+student controls: they can reach each other through files in the working folder, /tmp or
+/dev/shm, memory mapped shared in an earlier cell, pipes made in an earlier cell, or a
+thread of the student's process that relays between them.  Each forgery below learns
+every rank's buffer that way, then sends exactly the messages a ring would send (partial
+sums, completed chunks) and returns the exact sum: against a check of the values alone it
+earned full marks.  The check now judges each message and result against what the comm
+delivered, offset in transit by the router (templates/collectives/ring-allreduce-code/
+checks.py), so each scores exactly what the same code scores when the channel shows a
+rank nothing but its own buffer.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.autograder import test_forgeries
+from tests.autograder.test_forgeries import LIMITS, graded, scored_alike
+from tests.sandboxes import WHERE, sandbox_at
+
+
+@pytest.fixture(scope="module", params=WHERE)
+def sandbox(request):
+    """The warm sandbox on the host, and in the grading image (CI builds it)."""
+    with sandbox_at(request, LIMITS) as box:
+        yield box
+
+
+RING = "collectives/ring-allreduce-code"
+
+# The ring's messages, worked out from every rank's buffer (``everyone``), and the exact sum.
+FAKE_RING = """
+import numpy as np
+
+
+def ring_allreduce(x, rank, world, comm):
+    x = np.asarray(x, dtype=np.float64)
+    xs = everyone(x, rank, world)
+    c = x.size // world
+    total = np.sum(xs, axis=0)
+    for s in range(world - 1):  # reduce-scatter: chunk rank - s, summed over s + 1 ranks
+        i = (rank - s) % world
+        partial = sum(xs[(rank - j) % world] for j in range(s + 1))
+        comm.send_recv(partial[i * c : (i + 1) * c])
+    for s in range(world - 1):  # all-gather: completed chunks
+        i = (rank + 1 - s) % world
+        comm.send_recv(total[i * c : (i + 1) * c])
+    return total
+"""
+
+# The plain version: the channel shows a rank its own buffer alone.
+PLAIN = (
+    FAKE_RING
+    + """
+
+def everyone(x, rank, world):
+    return [x if j == rank else np.zeros_like(x) for j in range(world)]
+"""
+)
+
+# Files: each run's ranks meet in the first generation folder that lacks their own file.
+FILES = """
+import os, time
+
+
+def everyone(x, rank, world):
+    g = 0
+    while os.path.exists(f"{ROOT}/{world}-{g}/{rank}.npy"):
+        g += 1
+    folder = f"{ROOT}/{world}-{g}"
+    os.makedirs(folder, exist_ok=True)
+    np.save(f"{folder}/.{rank}.npy", x)
+    os.replace(f"{folder}/.{rank}.npy", f"{folder}/{rank}.npy")
+    paths = [f"{folder}/{j}.npy" for j in range(world)]
+    while not all(os.path.exists(q) for q in paths):
+        time.sleep(0.002)
+    return [np.load(q) for q in paths]
+"""
+
+# Memory mapped shared in an earlier cell: slots of 64 values per rank, a flag each.
+SHARED_MEMORY = """
+import mmap, time
+
+SHARED = mmap.mmap(-1, 1 << 20)  # MAP_SHARED: the ranks forked later all see it
+
+
+def everyone(x, rank, world):
+    view = np.frombuffer(SHARED, dtype=np.float64)
+    flags, slots = view[:64], view[64 : 64 + 64 * 64].reshape(64, 64)
+    slots[rank, : x.size] = x
+    flags[rank] += 1
+    mine = flags[rank]
+    while not all(flags[j] >= mine for j in range(world)):
+        time.sleep(0.002)
+    return [slots[j, : x.size].copy() for j in range(world)]
+"""
+
+# Pipes made in an earlier cell, one per rank, inherited by every rank.
+PIPES = """
+import os
+
+PIPES = [os.pipe() for _ in range(8)]
+
+
+def everyone(x, rank, world):
+    data = x.tobytes()
+    for _ in range(world - 1):
+        os.write(PIPES[rank][1], data)
+    out = []
+    for j in range(world):
+        if j == rank:
+            out.append(x)
+            continue
+        got = b""
+        while len(got) < len(data):
+            got += os.read(PIPES[j][0], len(data) - len(got))
+        out.append(np.frombuffer(got, dtype=np.float64))
+    return out
+"""
+
+# A thread of the student's process, started in an earlier cell, relays between the ranks.
+RELAY = """
+import os, struct, threading
+
+UP = os.pipe()
+DOWN = [os.pipe() for _ in range(8)]
+
+
+def relay():
+    batch = {}
+    while True:
+        head = os.read(UP[0], 12)
+        world, rank, size = struct.unpack("iii", head)
+        body = b""
+        while len(body) < size:
+            body += os.read(UP[0], size - len(body))
+        batch[rank] = body
+        if len(batch) == world:
+            whole = b"".join(batch[j] for j in range(world))
+            for j in range(world):
+                os.write(DOWN[j][1], whole)
+            batch = {}
+
+
+threading.Thread(target=relay, daemon=True).start()
+
+
+def everyone(x, rank, world):
+    data = x.tobytes()
+    os.write(UP[1], struct.pack("iii", world, rank, len(data)) + data)
+    whole = b""
+    while len(whole) < world * len(data):
+        whole += os.read(DOWN[rank][0], world * len(data) - len(whole))
+    return list(np.frombuffer(whole, dtype=np.float64).reshape(world, -1))
+"""
+
+FORGERIES = {
+    "files in the working folder": FAKE_RING + 'ROOT = "."\n' + FILES,
+    "files in /dev/shm": FAKE_RING + 'ROOT = "/dev/shm"\n' + FILES,
+    "files in /tmp": FAKE_RING + 'ROOT = "/tmp"\n' + FILES,
+    "memory shared from an earlier cell": FAKE_RING + SHARED_MEMORY,
+    "pipes from an earlier cell": FAKE_RING + PIPES,
+    "a relay thread of the student's process": FAKE_RING + RELAY,
+}
+
+
+def test_ranks_that_share_their_buffers_outside_the_comm_score_as_the_plain_code(sandbox, tmp_path):
+    plain = scored_alike(sandbox, tmp_path, RING, "ring_allreduce", PLAIN, FORGERIES, part="ring")
+    assert plain < 0.5  # the counts are right, the data flow is not (000 Theorem 3.3)
+
+
+@pytest.mark.parametrize(
+    "name", ["files in the working folder", "memory shared from an earlier cell"]
+)
+def test_the_side_channels_really_carry_every_buffer(sandbox, tmp_path, name):
+    """The forgeries work: over gloo, where no router offsets the messages, each returns the
+    exact sum (what the gloo property alone would have paid, before it was tied to the
+    simulated ring's data flow)."""
+    props = test_forgeries.properties(sandbox, tmp_path, RING, "ring_allreduce", FORGERIES[name])
+    gloo = next(p for p in props if "gloo" in p["name"])
+    assert "return what dist.all_reduce returns" not in gloo["message"]  # the sum, over gloo
+    assert "Counted only as far as" in gloo["message"] and gloo["score"] == 0
+    assert graded(sandbox, tmp_path, RING, "ring_allreduce", FORGERIES[name]) < 0.5
