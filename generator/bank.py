@@ -110,7 +110,9 @@ class Bank:
             known = ", ".join(repr(c.cite_as) for c in self.courses.values())
             raise questions.QuestionError(
                 f"{questions.shown_path(q.folder / questions.SPEC_FILE)}: source.notes: "
-                f"{cite!r} is no course's cite_as in {self.root / COURSES_FILE} ({known})"
+                f"{cite!r} is no course's cite_as in {self.root / COURSES_FILE} ({known}): "
+                "a question copied from another bank cites that bank's notes; declare the "
+                "notes it covers here (source.notes and source.ref)"
             )
         return q
 

@@ -493,6 +493,50 @@ def _simulated_cohort(assignment, n: int) -> None:
                 console.print(f"[yellow]note[/] {i.question} {i.item}: {flag}", highlight=False)
 
 
+@main.command("new-bank")
+@click.argument("folder", type=click.Path(path_type=Path))
+@click.option("--course", default="course", show_default=True, help="The course's id.")
+@click.option("--title", default="My course", show_default=True, help="The course's title.")
+def new_bank(folder: Path, course: str, title: str) -> None:
+    """Write a minimal bank in FOLDER: one course, its notes' index, a numeric and a code
+    question, and an assignment listing both; it validates, generates and grades as it is."""
+    from scalegrade.scaffold import ScaffoldError, new_bank
+
+    try:
+        new_bank(folder, course=course, title=title)
+    except ScaffoldError as err:
+        fail(str(err))
+    console.print(f"bank: {folder} (what to change is marked TODO)", highlight=False)
+    console.print(f"next: scalegrade validate {course}/hw1 --bank {folder}", highlight=False)
+
+
+@main.command()
+@click.argument("question")
+@bank_option
+@click.option("--code", is_flag=True, help="With a code part: solution.py and checks.py.")
+@click.option("--course", help="The course whose notes it cites (the bank's only one if unset).")
+@click.option("--assignment", help="Also list it in this assignment of the course (e.g. hw1).")
+def new(
+    question: str, bank_dir: Path | None, code: bool, course: str | None, assignment: str | None
+) -> None:
+    """Write the question folder templates/QUESTION (TOPIC/NAME) in a bank, numeric or with
+    a code part, that validates as it is; then list it in an assignment."""
+    from scalegrade.scaffold import ScaffoldError, new_question
+
+    root = _bank(bank_dir).root
+    try:
+        folder = new_question(root, question, code=code, course=course, assignment=assignment)
+    except ScaffoldError as err:
+        fail(str(err))
+    console.print(f"question: {folder} (what to change is marked TODO)", highlight=False)
+    if not assignment:
+        console.print(
+            f"next: list `- question: {question}` in an assignment of {root / 'assignments'} "
+            "(or pass --assignment), then `scalegrade validate`",
+            highlight=False,
+        )
+
+
 @main.command()
 @bank_option
 @click.option("--coverage", "show_coverage", is_flag=True, help="Notes' items against questions.")

@@ -148,6 +148,10 @@ def test_a_bank_of_ones_own_is_used_through_bank(installed, tmp_path):
     assert key["questions"][0]["title"] == "The budget of a bigger model"
     refused = _run(installed, work, "validate", "tdlsm/quiz", "--students", "5", check=False)
     assert refused.returncode == 2 and "no such assignment" in refused.stderr
+    # or starts one from nothing: the installed package carries the scaffold
+    _run(installed, work, "new-bank", "fresh", "--course", "ml101")
+    done = _run(installed, work, "validate", "ml101/hw1", "--bank", "fresh", "--students", "5")
+    assert "ok example/mean-code mean" in done.stdout
 
 
 def _shipped_files() -> list[str]:
