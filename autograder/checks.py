@@ -6,6 +6,11 @@ returns one weighted property per check::
 
     {"name": str, "weight": float >= 0, "score": float in [0, 1], "message": str}
 
+A check that raises is the grader's error, never the student's: :func:`grade_result`
+raises :class:`ChecksError` naming the file, line and seed, and grading leaves the part
+pending and the batch's error (``autograder.grade``); ``scalegrade/selfcheck.py`` runs
+every code part's solution and starter through its checks before release.
+
 Grading loads the checks that release wrote to ``keys/`` (:class:`autograder.keys.Keys`),
 never the question bank's, and never anything a student wrote: the source text travels to
 the sandbox, and ``grade`` is compiled from the same text here.  :func:`load_checks`
