@@ -74,7 +74,7 @@ def new_question(
         raise ScaffoldError(f"{listing}: no such assignment; write it first, or leave it out")
     source = FILES / ("code" if code else "numeric")
     folder.mkdir(parents=True)
-    for file in sorted(source.iterdir()):
+    for file in sorted(f for f in source.iterdir() if f.is_file()):  # not a __pycache__
         text = file.read_text(encoding="utf-8")
         (folder / file.name).write_text(_fill(text, cite=cite, ref=ref), encoding="utf-8")
     if listing is not None:
