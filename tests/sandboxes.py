@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from autograder.sandbox import Limits, Sandbox
 
 WHERE = ["host", "container"]  # a module fixture's params: both, the image where CI built it
@@ -14,3 +16,15 @@ def sandbox_at(request, limits: Limits) -> Sandbox:
         image = request.getfixturevalue("grading_image")
         return Sandbox(backend="docker", image=image, limits=limits)
     return Sandbox(limits=limits)
+
+
+def everywhere(limits: Limits):
+    """A module's ``sandbox`` fixture: one warm sandbox on the host, then one in the
+    grading image (``sandbox = everywhere(LIMITS)`` at the module's top)."""
+
+    @pytest.fixture(scope="module", params=WHERE)
+    def sandbox(request):
+        with sandbox_at(request, limits) as box:
+            yield box
+
+    return sandbox

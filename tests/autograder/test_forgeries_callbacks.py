@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from tests.autograder import test_forgeries
 from tests.autograder.test_forgeries import scored_alike
+from tests.sandboxes import everywhere
 
-sandbox = test_forgeries.sandbox  # the real sandbox, one per module, as there
+sandbox = everywhere(test_forgeries.LIMITS)  # on the host, then in the grading image
 
 # --- local SGD (000 §4.3): callbacks fed dummies ----------------------------------------------
 

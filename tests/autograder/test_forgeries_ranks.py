@@ -18,14 +18,9 @@ import pytest
 
 from tests.autograder import test_forgeries
 from tests.autograder.test_forgeries import LIMITS, graded, scored_alike
-from tests.sandboxes import WHERE, sandbox_at
+from tests.sandboxes import everywhere
 
-
-@pytest.fixture(scope="module", params=WHERE)
-def sandbox(request):
-    """The warm sandbox on the host, and in the grading image (CI builds it)."""
-    with sandbox_at(request, LIMITS) as box:
-        yield box
+sandbox = everywhere(LIMITS)  # on the host, then in the grading image
 
 
 RING = "collectives/ring-allreduce-code"

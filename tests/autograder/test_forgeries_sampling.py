@@ -29,8 +29,9 @@ from __future__ import annotations
 
 from tests.autograder import test_forgeries
 from tests.autograder.test_forgeries import LEAKS, scored_alike
+from tests.sandboxes import everywhere
 
-sandbox = test_forgeries.sandbox  # the fixture, under its name: one sandbox for the module
+sandbox = everywhere(test_forgeries.LIMITS)  # on the host, then in the grading image
 
 SAMPLER, STEP = "serving/speculative-sampler-code", "speculative_step"
 VOTE, VOTE_FN, VOTE_CHECKS = "agents/pass-at-k-code", "majority_vote", "vote_checks.py"
