@@ -1,10 +1,12 @@
 """The code checks of a question: its ``checks.py`` holds ``probe`` and ``grade``.
 
 ``probe(student, seed, params)`` runs inside the sandbox, after the notebook's cells, and
-returns plain data; ``grade(result, seed, params)`` runs here, in the trusted process, and
-returns one weighted property per check::
-
-    {"name": str, "weight": float >= 0, "score": float in [0, 1], "message": str}
+returns plain data (with :class:`autograder.checklib.Record` values); ``grade(result, seed,
+params)`` runs here, in the trusted process, and returns one weighted
+:class:`autograder.checklib.Property` per check (name, weight >= 0, score in [0, 1],
+message; a dict of those four keys is read too, as checks released before the library
+wrote them).  The authors' library, :mod:`autograder.checklib`, is the one import of
+ScaleGrade a checks file has, on both sides.
 
 A check that raises is the grader's error, never the student's: :func:`grade_result`
 raises :class:`ChecksError` naming the file, line and seed, and grading leaves the part
@@ -32,6 +34,7 @@ from types import ModuleType
 from typing import Any
 
 from autograder import wire
+from autograder.checklib import Property
 
 Grade = Callable[[Any, int, dict], list[dict]]
 
@@ -111,6 +114,8 @@ def properties(raw: Any, where: Path | str = "checks") -> list[dict]:
         raise ChecksError(f"{where}: grade() must return a non-empty list of properties")
     out = []
     for i, p in enumerate(raw):
+        if isinstance(p, Property):
+            p = p.plain()
         try:
             prop = {
                 "name": str(p["name"]),
@@ -176,23 +181,30 @@ def local_student(fn: Callable, name: str | None = None):
     return prober.Student(prober.in_process(ns, harness._Server), name)
 
 
-def run_locally(
-    checks_path: Path | str, student_fn: Callable, seed: int, params: dict | None = None
-) -> list[dict]:
-    """probe() then grade() in this process, for tests and for checking a reference solution.
+def probe_locally(checks: Checks, student_fn: Callable, seed: int, params: dict) -> Any:
+    """probe() in this process, its result as plain data, as it comes out of the sandbox
+    (records included, through the probe process's own conversion, then JSON).  A probe
+    written for the probe process (``ISOLATED``) gets the function behind
+    :func:`local_student`.  For tests and authors: never on a student's code."""
+    from autograder import prober
 
-    A probe written for the probe process (``ISOLATED``) gets the function behind
-    :func:`local_student`.  The probe's result goes through JSON, as it comes out of the
-    sandbox.  Never use this on a student's code: student code runs only in the sandbox.
-    """
-    path = Path(checks_path)
-    checks = load_checks(path.parent, path.name)
-    params = dict(params or {})
     isolated = getattr(checks.module, "ISOLATED", False)
     student = local_student(student_fn) if isolated else student_fn
     try:
-        result = json.loads(json.dumps(checks.module.probe(student, seed, params)))
+        return json.loads(json.dumps(prober._plain(checks.module.probe(student, seed, params))))
     finally:
         if isolated:
             student._channel.close()
+
+
+def run_locally(
+    checks_path: Path | str, student_fn: Callable, seed: int, params: dict | None = None
+) -> list[dict]:
+    """probe() then grade() in this process (:func:`probe_locally`), for tests and for
+    checking a reference solution.  Never use this on a student's code: student code runs
+    only in the sandbox."""
+    path = Path(checks_path)
+    checks = load_checks(path.parent, path.name)
+    params = dict(params or {})
+    result = probe_locally(checks, student_fn, seed, params)
     return grade_result(checks.grade, result, seed, params)

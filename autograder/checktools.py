@@ -1,179 +1,25 @@
-"""What the ``grade`` side of a question's ``checks.py`` shares: properties, numbers, tests.
+"""Checks released before :mod:`autograder.checklib` import their helpers from here: the
+same functions, one home (``keys/checks/*/checks.py`` of a semester under way)."""
 
-``grade`` runs in the trusted process, where this module is importable; ``probe`` runs in
-the sandbox, where the project is hidden, so a checks file imports these inside its
-grade-side functions only::
-
-    def grade(result, seed, params):
-        from autograder.checktools import close, prop, vector
-        ...
-"""
-
-from __future__ import annotations
-
-import math
-
-import numpy as np
-
-MIN_EXPECTED = 5.0  # chi-square cells expecting fewer counts are pooled
+from autograder.checklib import (  # noqa: F401
+    chi2_sf,
+    chi2_test,
+    close,
+    count,
+    is_slice_of,
+    matrix,
+    number,
+    plain,
+    shape_note,
+    shown,
+    slice_at,
+    vector,
+)
+from autograder.checklib.stats import MIN_EXPECTED  # noqa: F401
 
 
 def prop(name: str, weight: float, score: float, message: str) -> dict:
-    """One graded property; the score is clipped to [0, 1]."""
-    return {
-        "name": name,
-        "weight": float(weight),
-        "score": float(min(1.0, max(0.0, score))),
-        "message": message,
-    }
+    """One graded property as a dict, the form of checks released before ``Property``."""
+    from autograder.checklib import Property
 
-
-def vector(x, n: int | None = None) -> np.ndarray | None:
-    """A probe's list of numbers (or "nan"/"inf" strings) as float64; None if it is not one
-    (or has not ``n`` elements, or holds an int beyond float64's range)."""
-    if not isinstance(x, list) or not all(type(v) in (int, float, str) for v in x):
-        return None
-    try:
-        a = np.array([float(v) for v in x], dtype=np.float64)
-    except (ValueError, OverflowError):  # "abc", 10**400
-        return None
-    return a if n is None or a.size == n else None
-
-
-def number(x) -> float | None:
-    """A probe's single number (an int, a float, or a "nan"/"inf" string) as a float; None
-    for anything else: None, a bool, another string, a list, an int beyond float64."""
-    if type(x) not in (int, float, str):
-        return None
-    try:
-        return float(x)
-    except (ValueError, OverflowError):
-        return None
-
-
-def count(x, most: int) -> int | None:
-    """A probe's count: an int (not a bool) in [0, ``most``]; None otherwise, so that a value
-    no honest run records (negative, beyond what was drawn, beyond int64) reads as absent."""
-    return x if type(x) is int and 0 <= x <= most else None
-
-
-def shown(x, spec: str = ".4g", limit: int = 60) -> str:
-    """A value of a probe's result, for a message: a number (:func:`number`) formatted with
-    ``spec``, anything else as it came (its repr, cut to ``limit`` characters).  Never
-    raises, whatever the student's value was."""
-    v = number(x)
-    if v is not None:
-        return format(v, spec)
-    try:
-        text = repr(x)
-    except ValueError:  # an int of more digits than Python converts (sys.set_int_max_str_digits)
-        text = f"an int of {x.bit_length()} bits"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def shape_note(got, expected, what: str = "returned an array") -> str:
-    """A shape a student can act on: ``returned an array of shape (4, 4); expected (16,)``."""
-    return f"{what} of shape {tuple(got)}; expected {tuple(expected)}"
-
-
-def matrix(x) -> np.ndarray | None:
-    """A probe's list of equal-length lists of numbers as a 2-D float64 array, or None."""
-    if not isinstance(x, list) or not x:
-        return None
-    rows = [vector(r) for r in x]
-    if any(r is None for r in rows) or len({r.size for r in rows}) != 1:
-        return None
-    return np.stack(rows)
-
-
-def close(a: np.ndarray | None, b, rtol: float = 1e-6, atol: float = 1e-9) -> bool:
-    """Same shape, finite, and ``np.allclose``; False for None."""
-    b = np.asarray(b, dtype=np.float64)
-    return (
-        a is not None
-        and a.shape == b.shape
-        and bool(np.all(np.isfinite(a)))
-        and bool(np.allclose(a, b, rtol=rtol, atol=atol))
-    )
-
-
-def slice_at(values: np.ndarray, full: np.ndarray, rtol: float = 1e-6, atol: float = 1e-9):
-    """The offset at which ``values`` is :func:`close` to a contiguous slice of ``full``
-    shorter than the whole, or None: ``np.allclose``'s test (``full`` the reference),
-    finite numbers only, at each offset whose first number matches (one or two, not every
-    window: the ring's check tests a hundred messages per submission)."""
-    m, full = values.size, np.asarray(full, dtype=np.float64)
-    if values.ndim != 1 or not 0 < m < full.size or not np.all(np.isfinite(values)):
-        return None
-    firsts = full[: full.size - m + 1]
-    for a in np.flatnonzero(np.abs(firsts - values[0]) <= atol + rtol * np.abs(firsts)):
-        window = full[a : a + m]
-        if np.all(np.abs(window - values) <= atol + rtol * np.abs(window)) and np.all(
-            np.isfinite(window)
-        ):
-            return int(a)
-    return None
-
-
-def is_slice_of(values: np.ndarray, full: np.ndarray, rtol: float = 1e-6, atol: float = 1e-9):
-    """Whether ``values`` is a contiguous slice of ``full`` shorter than the whole
-    (:func:`slice_at`)."""
-    return slice_at(values, full, rtol, atol) is not None
-
-
-def plain(values) -> list:
-    """Floats for JSON: finite numbers as they are, nan/inf as strings (probe side may copy)."""
-    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
-
-
-def chi2_sf(x: float, dof: int) -> float:
-    """P(χ²_dof > x): the regularized upper incomplete gamma Q(dof/2, x/2)."""
-    if x <= 0:
-        return 1.0
-    a, x = dof / 2, x / 2
-    log_front = -x + a * math.log(x) - math.lgamma(a)
-    if x < a + 1:  # series for the lower function P
-        term = total = 1 / a
-        n = a
-        for _ in range(10_000):
-            n += 1
-            term *= x / n
-            total += term
-            if term < total * 1e-16:
-                break
-        return max(0.0, 1.0 - total * math.exp(log_front))
-    tiny = 1e-300  # continued fraction for Q (modified Lentz)
-    b = x + 1 - a
-    c, d = 1 / tiny, 1 / b
-    h = d
-    for i in range(1, 10_000):
-        an = -i * (i - a)
-        b += 2
-        d = an * d + b
-        d = tiny if abs(d) < tiny else d
-        c = b + an / c
-        c = tiny if abs(c) < tiny else c
-        d = 1 / d
-        h *= d * c
-        if abs(d * c - 1) < 1e-16:
-            break
-    return min(1.0, math.exp(log_front) * h)
-
-
-def chi2_test(observed: np.ndarray, probs: np.ndarray) -> tuple[float, int, float]:
-    """Pearson's χ² of counts against probabilities (cells expecting < 5 pooled): χ², dof, P."""
-    total = observed.sum()
-    expected = total * probs
-    small = expected < MIN_EXPECTED
-    obs, exp = list(observed[~small]), list(expected[~small])
-    if small.any():
-        obs.append(observed[small].sum())
-        exp.append(expected[small].sum())
-        if exp[-1] < MIN_EXPECTED and len(exp) > 1:  # pool the pool into the smallest cell
-            i = int(np.argmin(exp[:-1]))
-            obs[i] += obs.pop()
-            exp[i] += exp.pop()
-    obs_a, exp_a = np.array(obs, dtype=float), np.array(exp, dtype=float)
-    stat = float(np.sum((obs_a - exp_a) ** 2 / exp_a))
-    dof = len(exp_a) - 1
-    return stat, dof, (chi2_sf(stat, dof) if dof > 0 else 1.0)
+    return Property(name, weight, score, message).plain()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import builtins
+import importlib.abc
 import importlib.util
 import json
 import marshal
@@ -32,6 +33,10 @@ import types
 from typing import NamedTuple
 
 wire = None  # the wire module, set by the executor (loaded by path too)
+LIBRARY = "autograder.checklib"  # the authors' library, the one package a probe imports
+library: dict[
+    str, str
+] = {}  # its sources, {"record": "...", "__init__": ...}, read by the executor
 
 MAX_ERROR_CHARS = 2000
 ANSWER_SECONDS = 30.0  # the longest one call may take, unless the probe asks for more
@@ -751,6 +756,46 @@ class Student:
             {"op": "call", "function": self.__name__}, {"args": list(args), "kwargs": kwargs}
         )
 
+    def call(self, *args, grad: bool = False, keep: int | None = None, **kwargs):
+        """Call, and return what happened as a record (:mod:`autograder.checklib`): the
+        value's numbers, shape and dtype, or the exception raised, and the seconds taken.
+        ``grad``: differentiate in S too (:meth:`gradient`), the gradients in ``.grad``.
+        ``keep``: the most numbers the record keeps (``checklib.record.KEEP``)."""
+        from autograder.checklib.record import KEEP, Record
+
+        start = time.monotonic()
+        grads = why = None
+        try:
+            if grad:
+                value, grads, why = self.gradient(*args, **kwargs)
+            else:
+                value = self(*args, **kwargs)
+        except BaseException as err:  # noqa: BLE001 - whatever the call raised is its record
+            return Record.of(err, seconds=time.monotonic() - start)
+        keep = KEEP if keep is None else keep
+        rec = Record.of(value, seconds=time.monotonic() - start, keep=keep)
+        if grad:
+            gs = (
+                None
+                if grads is None
+                else tuple(None if g is None else Record.of(g, keep=keep) for g in grads)
+            )
+            rec = rec.with_grad(gs, why or "the value carries no gradient")
+        return rec
+
+    def calls(self, calls: list, seconds: float | None = None, keep: int | None = None) -> list:
+        """Many calls in one round trip (:meth:`map`), each as :meth:`call`'s record; one
+        by one when the batch as a whole fails (a value that is not data fails it), so
+        that each call gets its own error."""
+        from autograder.checklib.record import KEEP, Record
+
+        keep = KEEP if keep is None else keep
+        try:
+            answers = self.map(calls, seconds)
+        except Exception:  # noqa: BLE001 - the batch's answer; the calls one by one say why
+            return [self.call(*args, keep=keep) for args in calls]
+        return [Record.of(a, keep=keep) for a in answers]
+
     def gradient(self, *args, **kwargs):
         """Call, then differentiate in S: (value, gradients, why there are none).  The
         gradients are those of the value's sum with respect to the arguments that are
@@ -1035,6 +1080,8 @@ def _plain(value, depth: int = 0):
     module = type(value).__module__
     if module == "numpy":
         return _plain(value.tolist(), depth)
+    if module == LIBRARY + ".record":  # a checklib Record: its own plain data
+        return _plain(value.plain(), depth)
     raise TypeError(f"a probe result of type {type(value).__name__}")
 
 
@@ -1100,6 +1147,36 @@ def _run_probe(channel: Channel, probe: dict, defined: set[str], budget: int) ->
     return {"ok": True, "result": result}
 
 
+class _Library(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves ``autograder.checklib`` in P from the sources the executor read before the
+    mounts hid the project: ``autograder`` is an empty package here, and the checklib is
+    all of it a probe can import."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "autograder":
+            return importlib.util.spec_from_loader(name, self, is_package=True)
+        sub = name.removeprefix(LIBRARY).lstrip(".") or "__init__"
+        if (name == LIBRARY or name.startswith(LIBRARY + ".")) and sub in library:
+            return importlib.util.spec_from_loader(name, self, is_package=sub == "__init__")
+        return None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        if module.__name__ == "autograder":
+            return
+        sub = module.__name__.removeprefix(LIBRARY).lstrip(".") or "__init__"
+        exec(compile(library[sub], f"<checklib {sub}>", "exec"), module.__dict__)  # noqa: S102
+
+
+def install_library() -> None:
+    """Let a probe import the authors' library (:class:`_Library`); a no-op where the
+    real package is importable (a probe run in the grader's process, for tests)."""
+    if library and not any(isinstance(f, _Library) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Library())
+
+
 def run(probes: list[dict], fd: int, result_fd: int, limits: dict) -> None:
     """Wait for S to have run the cells (and sent its harvest), then run each probe in turn;
     write the results once.  With no probe, P only waits: S then ends when P does."""
@@ -1108,6 +1185,7 @@ def run(probes: list[dict], fd: int, result_fd: int, limits: dict) -> None:
     # past this, S is not waited for: P reports and ends, and the executor ends S (after
     # its grace, SERVE_GRACE_SECONDS) before the job's wall limit would discard everything
     deadline = start + max(0.5 * wall, wall - STOP_MARGIN_SECONDS)
+    install_library()
     channel = Channel(fd, deadline)
     channel.keep_ranks = True
     results: dict[str, dict] = {}

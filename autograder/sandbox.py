@@ -66,6 +66,7 @@ HARNESS = HERE / "harness.py"
 EXECUTOR = HERE / "executor.py"
 PROBER = HERE / "prober.py"
 WIRE = HERE / "wire.py"
+CHECKLIB = HERE / "checklib"  # the authors' library, served to the probe process
 
 UID_BASE = 61000  # student code runs as UID_BASE + slot, one slot per concurrent run
 UID_SLOTS = 1000
@@ -589,7 +590,7 @@ def container_command(
         f"{control}:{CONTAINER_CONTROL}:ro",
         *(("--volume", f"{cgroup}:{CONTAINER_CGROUP}:rw") if cgroup else ()),
     ]
-    for path in (EXECUTOR, HARNESS, PROBER, WIRE):
+    for path in (EXECUTOR, HARNESS, PROBER, WIRE, CHECKLIB):
         argv += ["--volume", f"{here / path.name}:{CONTAINER_CODE}/{path.name}:ro"]
     for key, value in _executor_env().items():
         if key != "PATH":  # the image's: its python3 is the one with the grader's packages
@@ -713,7 +714,7 @@ class _Executor:
         self.memory: dict = {}  # the executor's memory cgroups: {"cgroup", "version", "why"}
         self.container = container
         self.name = f"scalegrade-{uuid.uuid4().hex[:16]}"  # the container's
-        code = {"harness": HARNESS, "prober": PROBER, "wire": WIRE}
+        code = {"harness": HARNESS, "prober": PROBER, "wire": WIRE, "checklib": CHECKLIB}
         config = {
             "mode": mode,
             "hide": hide,

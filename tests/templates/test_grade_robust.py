@@ -42,7 +42,7 @@ from autograder.checks import (
     ChecksError,
     fraction,
     load_checks,
-    local_student,
+    probe_locally,
     properties,
     run_locally,
 )
@@ -75,14 +75,7 @@ PARTS = code_parts()
 def honest(folder: Path, solution: str, checks_file: str, name: str):
     """The probe's result for the reference, as it comes out of the sandbox (JSON)."""
     checks = load_checks(folder, checks_file)
-    fn = function(folder, solution, name)
-    isolated = getattr(checks.module, "ISOLATED", False)
-    student = local_student(fn) if isolated else fn
-    try:
-        return json.loads(json.dumps(checks.module.probe(student, SEED, {})))
-    finally:
-        if isolated:
-            student._channel.close()
+    return probe_locally(checks, function(folder, solution, name), SEED, {})
 
 
 # --- mutations -----------------------------------------------------------------------------

@@ -13,9 +13,18 @@ the β property or the reduction property.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+
+from autograder.checklib import (
+    Property,
+    Record,
+    Result,
+    Verdict,
+    check,
+    close,
+    expect_close,
+    share,
+)
 
 ISOLATED = True  # probe() runs in the probe process; dpo_loss, in the student's
 
@@ -62,47 +71,16 @@ def cases(seed: int) -> dict:
 ARGS = ("policy_chosen_logps", "policy_rejected_logps", "ref_chosen_logps", "ref_rejected_logps")
 
 
-def _plain(values) -> list:
-    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
-
-
-def _call(student, batch: dict, beta: float, with_grad: bool) -> dict:
+def _call(student, batch: dict, beta: float, with_grad: bool) -> Record:
+    """``dpo_loss`` on one batch, differentiated (in the student's process) with respect
+    to the policy's log-probabilities when ``with_grad``."""
     import torch
 
     tensors = [torch.tensor(batch[k], dtype=torch.float64) for k in ARGS]
-    if with_grad:  # differentiated in the student's process, with respect to the policy's
+    if with_grad:
         tensors[0].requires_grad_(True)
         tensors[1].requires_grad_(True)
-    try:
-        if with_grad:
-            loss, grads, why = student.gradient(*tensors, beta)
-        else:
-            loss, grads, why = student(*tensors, beta), None, None
-    except BaseException as err:  # noqa: BLE001 - anything the student raises
-        return {"error": f"{type(err).__name__}: {err}"[:300]}
-    rec: dict = {"error": None, "type": type(loss).__name__}
-    try:
-        if isinstance(loss, torch.Tensor):
-            rec["shape"] = list(loss.shape)
-            rec["value"] = _plain(loss.detach().to(torch.float64).reshape(-1)[:64].tolist())
-        else:
-            rec["shape"] = None
-            rec["value"] = _plain(np.asarray(loss, dtype=np.float64).reshape(-1)[:64].tolist())
-    except Exception as err:  # noqa: BLE001
-        return {"error": f"the loss is not a number: {type(err).__name__}: {err}"[:300]}
-    if not with_grad:
-        return rec
-    if grads is None:
-        rec["grad_error"] = why or "the loss carries no gradient"
-        return rec
-    try:
-        rec["grad"] = [
-            None if g is None else _plain(torch.as_tensor(g).to(torch.float64).tolist())
-            for g in grads[:2]
-        ]
-    except Exception as err:  # noqa: BLE001 - a gradient that is not numbers
-        rec["grad_error"] = f"{type(err).__name__}: {err}"[:300]
-    return rec
+    return student.call(*tensors, beta, grad=with_grad, keep=64)
 
 
 def probe(student, seed: int, params: dict) -> dict:
@@ -118,12 +96,6 @@ def probe(student, seed: int, params: dict) -> dict:
 # --- grade (trusted) ---------------------------------------------------------------------
 
 
-def _prop(name: str, weight: float, score: float, message: str) -> dict:
-    from autograder.checktools import prop  # grade side only: the trusted process
-
-    return prop(name, weight, score, message)
-
-
 def _margin(batch: dict, beta: float) -> np.ndarray:
     return beta * (
         (batch["policy_chosen_logps"] - batch["ref_chosen_logps"])
@@ -131,159 +103,138 @@ def _margin(batch: dict, beta: float) -> np.ndarray:
     )
 
 
-def _vector(x) -> np.ndarray | None:
-    from autograder.checktools import vector
-
-    return vector(x)
+def _per_pair(batch: dict, beta: float) -> np.ndarray:
+    return np.logaddexp(0.0, -_margin(batch, beta))  # −log σ(u), computed stably
 
 
-def _close(a: np.ndarray, b: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> bool:
-    from autograder.checktools import close
-
-    return close(a, b, rtol, atol)
-
-
-def _reduction(rec, per_pair: np.ndarray) -> str | None:
+def _reduction(rec: Record, per_pair: np.ndarray) -> str | None:
     """How the student's value relates to the per-pair losses: mean, sum, none, or None."""
-    v = _vector(rec.get("value")) if isinstance(rec, dict) else None
+    v = rec.array()
     if v is None:
         return None
-    if v.size == 1 and _close(v, np.array([per_pair.mean()])):
+    v = v.reshape(-1)
+    if v.size == 1 and close(v, [per_pair.mean()], RTOL, ATOL):
         return "mean"
-    if v.size == 1 and _close(v, np.array([per_pair.sum()])):
+    if v.size == 1 and close(v, [per_pair.sum()], RTOL, ATOL):
         return "sum"
-    if v.size == per_pair.size and _close(v, per_pair):
+    if v.size == per_pair.size and close(v, per_pair, RTOL, ATOL):
         return "none"
     return None
 
 
-def _why(rec, per_pair: np.ndarray, what: str) -> str:
+def _why(rec: Record, per_pair: np.ndarray, what: str) -> str:
     """Why a value does not match, without the expected value."""
-    if not isinstance(rec, dict):
-        return f"{what}: no result."
-    if rec.get("error"):
-        return f"{what}: {rec['error']}."
-    v = _vector(rec.get("value"))
+    if not rec.ok:
+        return f"{what}: {rec.error}."
+    v = rec.array()
     if v is None or v.size == 0:
         return f"{what}: the loss is not a number."
-    if not np.all(np.isfinite(v)):
-        return f"{what}: the loss is not finite ({', '.join(sorted({str(x) for x in v[~np.isfinite(v)]}))})."  # noqa: E501
     if v.size not in (1, per_pair.size):
         return f"{what}: the loss has {v.size} elements; return one number for the batch."
-    ref = per_pair.mean() if v.size == 1 else per_pair
-    err = float(np.max(np.abs(v - ref) / np.maximum(np.abs(ref), 1e-12)))
-    return f"{what}: your loss is off by a relative error of {err:.2g}."
+    ref = np.full(1, per_pair.mean()) if v.size == 1 else per_pair
+    return expect_close(rec, ref, what=f"{what}: your loss", rtol=RTOL, atol=ATOL).why + "."
 
 
-def _grad_ok(rec, s: np.ndarray, beta: float) -> tuple[bool, str]:
+def _grad_ok(rec: Record, s: np.ndarray, beta: float) -> Verdict:
     """Whether the gradients are ∓β σ(−u) times 1/B (mean) or 1 (sum); why not otherwise."""
-    if not isinstance(rec, dict):
-        return False, "no result"
-    if rec.get("error"):
-        return False, rec["error"]
-    if rec.get("grad_error"):
-        return False, rec["grad_error"]
-    grads = rec.get("grad")
-    if not (isinstance(grads, list) and len(grads) == 2):
-        return False, "no gradient"
-    if grads[0] is None or grads[1] is None:
-        return False, "the loss does not depend on both policy log-probabilities"
-    gw, gl = _vector(grads[0]), _vector(grads[1])
-    if gw is None or gl is None or gw.shape != s.shape or gl.shape != s.shape:
-        return False, "the gradients do not have the batch's shape"
-    if not (np.all(np.isfinite(gw)) and np.all(np.isfinite(gl))):
-        return False, "the gradient is not finite (nan or inf)"
+    unused = "the loss does not depend on both policy log-probabilities"
+    gw, gl = rec.gradient(0, unused), rec.gradient(1, unused)
+    if not (gw.ok and gl.ok):
+        return Verdict(False, (gl if gw.ok else gw).error)
+    if gw.array() is None or gl.array() is None or {gw.shape, gl.shape} != {s.shape}:
+        return Verdict(False, "the gradients do not have the batch's shape")
+    if not (np.all(np.isfinite(gw.array())) and np.all(np.isfinite(gl.array()))):
+        return Verdict(False, "the gradient is not finite (nan or inf)")
     for scale in (1 / s.size, 1.0):
         exp = beta * s * scale
-        if _close(gw, -exp, GRAD_RTOL, GRAD_ATOL) and _close(gl, exp, GRAD_RTOL, GRAD_ATOL):
-            return True, ""
-    return False, "the gradient is not ∓β σ(−u)/B (Exercise 11(a))"
+        if close(gw.array(), -exp, GRAD_RTOL, GRAD_ATOL) and close(
+            gl.array(), exp, GRAD_RTOL, GRAD_ATOL
+        ):
+            return Verdict(True)
+    return Verdict(False, "the gradient is not ∓β σ(−u)/B (Exercise 11(a))")
 
 
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Score the probe's result against losses and gradients recomputed from the seed."""
-    c = cases(seed)
-    result = result if isinstance(result, dict) else {}
-    values = result.get("value") if isinstance(result.get("value"), list) else []
-    values = (values + [None, None])[:2]
-    props = []
-
-    # 1. value at β = 1, whatever the reduction
-    kinds, notes = [], []
-    for i, (b, rec) in enumerate(zip(c["value"], values, strict=True)):
-        per_pair = np.logaddexp(0.0, -_margin(b, 1.0))  # −log σ(u), computed stably
-        kinds.append(_reduction(rec, per_pair))
-        if kinds[-1] is None:
-            notes.append(_why(rec, per_pair, f"batch {i + 1} ({per_pair.size} pairs, β = 1)"))
-    hit = sum(k is not None for k in kinds)
-    msg = (
-        "The loss matches −log σ(u) on both random batches."
-        if hit == 2
-        else " ".join(notes) + " DPO's loss of a pair is −log σ(u), u = β[(log π − log π_ref)(y_w)"
+@check("loss value on random batches", 2.0)
+def value(r: Result, c: dict):
+    """At β = 1, whatever the reduction."""
+    recs, whys = r.records("value", 2), []
+    for i, (b, rec) in enumerate(zip(c["value"], recs, strict=True)):
+        per_pair = _per_pair(b, 1.0)
+        if _reduction(rec, per_pair) is None:
+            whys.append(_why(rec, per_pair, f"batch {i + 1} ({per_pair.size} pairs, β = 1)"))
+    if not whys:
+        return 1.0, "The loss matches −log σ(u) on both random batches."
+    return 1 - len(whys) / 2, " ".join(whys) + (
+        " DPO's loss of a pair is −log σ(u), u = β[(log π − log π_ref)(y_w)"
         " − (log π − log π_ref)(y_l)] (Theorem 5.9)."
     )
-    props.append(_prop("loss value on random batches", 2.0, hit / 2, msg))
 
-    # 2. autograd gradient at β = 1
-    oks, notes = [], []
-    for i, (b, rec) in enumerate(zip(c["value"], values, strict=True)):
-        ok, why = _grad_ok(rec, 1 / (1 + np.exp(_margin(b, 1.0))), 1.0)  # σ(−u)
-        oks.append(ok)
-        if not ok:
-            notes.append(f"batch {i + 1}: {why}.")
-    msg = (
-        "Autograd's gradient w.r.t. the policy log-probabilities is ∓β σ(−u)/B."
-        if all(oks)
-        else " ".join(notes)
+
+@check("gradient w.r.t. the policy log-probabilities", 2.0)
+def gradient(r: Result, c: dict):
+    """Autograd's gradient at β = 1: ∓β σ(−u)/B."""
+    verdicts = [
+        _grad_ok(rec, 1 / (1 + np.exp(_margin(b, 1.0))), 1.0)  # σ(−u)
+        for b, rec in zip(c["value"], r.records("value", 2), strict=True)
+    ]
+    if all(verdicts):
+        return 1.0, "Autograd's gradient w.r.t. the policy log-probabilities is ∓β σ(−u)/B."
+    return share(verdicts), " ".join(
+        f"batch {i + 1}: {v.why}." for i, v in enumerate(verdicts) if not v
     )
-    props.append(_prop("gradient w.r.t. the policy log-probabilities", 2.0, sum(oks) / 2, msg))
 
-    # 3. stability at |u| ~ 1e3
-    rec = result.get("stable")
-    u = _margin(c["stable"], 1.0)
+
+@check("stable at large margins", 2.0)
+def stable(r: Result, c: dict):
+    """Loss and gradient at |u| ~ 1e3, β = 1."""
+    rec, u = r.record("stable"), _margin(c["stable"], 1.0)
     per_pair = np.logaddexp(0.0, -u)
     value_ok = _reduction(rec, per_pair) is not None
-    grad_ok, why = _grad_ok(rec, np.exp(-np.logaddexp(0.0, u)), 1.0)
-    if value_ok and grad_ok:
-        msg = "Loss and gradient stay finite and exact at margins |u| ~ 1000."
-    else:
-        parts = [] if value_ok else [_why(rec, per_pair, "loss")]
-        parts += [] if grad_ok else [f"gradient: {why}."]
-        msg = "At margins |u| ~ 1000 (β = 1): " + " ".join(parts)
-        if "not finite" in msg:
-            msg += (
-                " σ(u) underflows to 0 for u ≪ 0: compute −log σ(u) as softplus(−u) "
-                "(F.logsigmoid), not log(sigmoid(u))."
-            )
-    props.append(_prop("stable at large margins", 2.0, 0.5 * value_ok + 0.5 * grad_ok, msg))
+    grad = _grad_ok(rec, np.exp(-np.logaddexp(0.0, u)), 1.0)
+    if value_ok and grad:
+        return 1.0, "Loss and gradient stay finite and exact at margins |u| ~ 1000."
+    parts = [] if value_ok else [_why(rec, per_pair, "loss")]
+    parts += [] if grad else [f"gradient: {grad.why}."]
+    msg = "At margins |u| ~ 1000 (β = 1): " + " ".join(parts)
+    if "not finite" in msg:
+        msg += (
+            " σ(u) underflows to 0 for u ≪ 0: compute −log σ(u) as softplus(−u) "
+            "(F.logsigmoid), not log(sigmoid(u))."
+        )
+    return 0.5 * value_ok + 0.5 * bool(grad), msg
 
-    # 4. β
-    recs = result.get("beta") if isinstance(result.get("beta"), list) else []
-    recs = (recs + [None, None])[:2]
-    oks, notes = [], []
-    for beta, rec in zip(c["betas"], recs, strict=True):
-        per_pair = np.logaddexp(0.0, -_margin(c["beta_batch"], beta))
+
+@check("β scales the implicit reward", 1.0)
+def beta_scales(r: Result, c: dict):
+    oks, whys = [], []
+    for beta, rec in zip(c["betas"], r.records("beta", 2), strict=True):
+        per_pair = _per_pair(c["beta_batch"], beta)
         oks.append(_reduction(rec, per_pair) is not None)
         if not oks[-1]:
-            notes.append(_why(rec, per_pair, f"β = {beta:.3g}"))
-    msg = (
-        f"The loss follows β (β = {c['betas'][0]:.3g} and {c['betas'][1]:.3g})."
-        if all(oks)
-        else " ".join(notes) + " β multiplies the log-ratios inside the margin u."
-    )
-    props.append(_prop("β scales the implicit reward", 1.0, sum(oks) / 2, msg))
+            whys.append(_why(rec, per_pair, f"β = {beta:.3g}"))
+    if all(oks):
+        return 1.0, f"The loss follows β (β = {c['betas'][0]:.3g} and {c['betas'][1]:.3g})."
+    return share(oks), " ".join(whys) + " β multiplies the log-ratios inside the margin u."
 
-    # 5. reduction: one number, the mean over the batch
+
+@check("mean over the batch", 1.0)
+def mean(r: Result, c: dict):
+    kinds = [
+        _reduction(rec, _per_pair(b, 1.0))
+        for b, rec in zip(c["value"], r.records("value", 2), strict=True)
+    ]
     judged = [k for k in kinds if k is not None]
     if not judged:
-        props.append(_prop("mean over the batch", 1.0, 0, "Cannot tell: the loss never matches."))
-    else:
-        score = sum(k == "mean" for k in judged) / len(judged)
-        if score == 1:
-            msg = "The loss is the mean over the batch."
-        elif "sum" in judged:
-            msg = "Your loss is the sum over the batch: DPO averages the pairs' losses (mean)."
-        else:
-            msg = "Your loss returns one value per pair: reduce it to the mean over the batch."
-        props.append(_prop("mean over the batch", 1.0, score, msg))
-    return props
+        return 0.0, "Cannot tell: the loss never matches."
+    score = sum(k == "mean" for k in judged) / len(judged)
+    if score == 1:
+        return score, "The loss is the mean over the batch."
+    if "sum" in judged:
+        return score, "Your loss is the sum over the batch: DPO averages the pairs' losses (mean)."
+    return score, "Your loss returns one value per pair: reduce it to the mean over the batch."
+
+
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
+    """Score the probe's result against losses and gradients recomputed from the seed."""
+    r, c = Result(result), cases(seed)
+    return [value(r, c), gradient(r, c), stable(r, c), beta_scales(r, c), mean(r, c)]
