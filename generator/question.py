@@ -174,6 +174,17 @@ class FreeResponse(_Model):
     rubric: str
 
 
+class KnownWrong(_Model):
+    """A mistake the author expects, and the points it should earn: the release check
+    (``scalegrade/selfcheck.py``) grades the solution with ``replace`` applied (each key
+    found once in the derived reference, replaced by its value) and warns when the checks
+    are harsher, or more lenient, than ``earns``."""
+
+    name: str
+    replace: dict[str, str] = Field(min_length=1)
+    earns: float = Field(ge=0)
+
+
 class CodePart(_Model):
     """A function the student writes.  ``solution`` is a file of the folder marking what the
     student writes (``### BEGIN SOLUTION`` / ``### END SOLUTION``): the starter is derived
@@ -185,6 +196,19 @@ class CodePart(_Model):
     solution: str
     checks: str | None = None
     points: float = Field(ge=0)
+    known_wrong: list[KnownWrong] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _earns_at_most_the_points(self) -> CodePart:
+        for w in self.known_wrong:
+            if w.earns > self.points:
+                raise ValueError(
+                    f"known_wrong {w.name!r} earns {w.earns:g}, more than the part's "
+                    f"{self.points:g} points"
+                )
+        if self.known_wrong and self.checks is None:
+            raise ValueError("known_wrong variants need checks to grade them")
+        return self
 
 
 class NotesExample(_Model):
@@ -449,6 +473,15 @@ def load(folder: Path, templates: Path | None = None) -> Question:
             sources[part.id] = split(files[part.solution], where)
         except RegionError as err:
             raise QuestionError(str(err)) from None
+        for j, wrong in enumerate(part.known_wrong):
+            for old in wrong.replace:
+                found = sources[part.id].solution.count(old)
+                if found != 1:
+                    raise QuestionError(
+                        f"{_where(folder, SPEC_FILE, ('code', i, 'known_wrong', j, 'replace'))}: "
+                        f"{old!r} is found {found} times in the reference derived from "
+                        f"{part.solution}; give text found exactly once"
+                    )
         for kind in ("starter", "solution"):
             if not defines(getattr(sources[part.id], kind), part.function):
                 raise QuestionError(

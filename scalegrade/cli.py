@@ -242,6 +242,8 @@ def _selfcheck(assignment, seeds: int) -> list[str]:
             f"starter {max(p.starter):g}/{p.points:g} over {seeds} seeds",
             highlight=False,
         )
+    for w in found.warnings:
+        console.print(f"[yellow]warning[/] {w}", highlight=False)
     console.print(f"release check of {len(found.parts)} code parts in {found.seconds:.1f} s")
     return found.problems
 

@@ -6,6 +6,10 @@ student's notebook would be: the solution notebook must earn every point of the 
 and the starter (the notebook the student gets) must not.  A check that raises, in its
 ``probe()`` or its ``grade()``, is a failure naming the file, the line and the seed.
 
+An author may declare the mistakes they expect of a part (``known_wrong`` in
+``question.yaml``: text of the reference replaced, and the points that should earn); each
+is graded too, and a check harsher or more lenient than declared is a warning.
+
 This module knows both sides (the generator releases, the autograder grades), so it
 lives with the CLI, like :mod:`scalegrade.cohort`.
 """
@@ -32,6 +36,7 @@ class PartCheck:
     solution: tuple[float, ...]  # the reference's score per seed
     starter: tuple[float, ...]  # the starter's score per seed
     problems: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # known wrong variants earning other than declared
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,10 @@ class SelfCheck:
     @property
     def problems(self) -> list[str]:
         return [p for part in self.parts for p in part.problems]
+
+    @property
+    def warnings(self) -> list[str]:
+        return [w for part in self.parts for w in part.warnings]
 
 
 def code_parts(assignment) -> list[tuple]:
@@ -77,6 +86,7 @@ def selfcheck(assignment, *, seeds: int = SEEDS, sandbox=None) -> SelfCheck:
             for s in students
             for kind, folder in (("solution", "solutions"), ("starter", "release"))
         ]
+        runs += _wrong_notebooks(parts, students, root, keys.release.notebook)
         try:
             with ThreadPoolExecutor(box.jobs) as pool:
                 done = pool.map(
@@ -113,7 +123,7 @@ def selfcheck(assignment, *, seeds: int = SEEDS, sandbox=None) -> SelfCheck:
                     for e in result.check_errors
                     if e.startswith(f"checks/{q.id}/") or f"/checks/{q.id}/" in e
                 ]
-                if kind == "starter":
+                if kind != "solution":
                     continue
                 if result.error:
                     problems.append(
@@ -125,6 +135,11 @@ def selfcheck(assignment, *, seeds: int = SEEDS, sandbox=None) -> SelfCheck:
                         f"{bank_file}: the reference {c.solution} earns {verdict.score:.3g} of "
                         f"{points:g} points for {who}: {verdict.feedback}"
                     )
+        warnings = [
+            w
+            for j, wrong in enumerate(c.known_wrong)
+            for w in _judged(q, c, j, wrong, graded, students)
+        ]
         if all(x >= points - 1e-9 for x in scores["starter"]):
             problems.append(
                 f"{bank_file}: the starter (the reference without its solution regions) earns "
@@ -139,6 +154,56 @@ def selfcheck(assignment, *, seeds: int = SEEDS, sandbox=None) -> SelfCheck:
                 tuple(scores["solution"]),
                 tuple(scores["starter"]),
                 tuple(dict.fromkeys(problems)),
+                tuple(warnings),
             )
         )
     return SelfCheck(out, time.perf_counter() - start)
+
+
+def _wrong_kind(q, c, j: int) -> str:
+    return f"wrong {q.id} {c.id} {j}"
+
+
+def _wrong_notebooks(parts, students, root: Path, notebook: str) -> list[tuple]:
+    """The solution notebooks with each known wrong variant's replacements made: runs of
+    (student, kind, notebook), kind naming the question, part and variant."""
+    import nbformat
+
+    runs = []
+    for q, c in parts:
+        for j, wrong in enumerate(c.known_wrong):
+            kind = _wrong_kind(q, c, j)
+            for s in students:
+                nb = nbformat.read(root / "rel" / "solutions" / s.id / notebook, as_version=4)
+                made = 0
+                for cell in nb.cells:
+                    if cell.cell_type == "code" and f"def {c.function}(" in cell.source:
+                        for old, new in wrong.replace.items():
+                            made += cell.source.count(old)
+                            cell.source = cell.source.replace(old, new)
+                if made != len(wrong.replace):  # question.py found each once in the reference
+                    raise RuntimeError(f"{q.id} {c.id}: {wrong.name!r} not applied to {s.id}")
+                path = root / "wrong" / f"{q.id.replace('/', '--')}--{c.id}--{j}" / s.id / notebook
+                path.parent.mkdir(parents=True, exist_ok=True)
+                nbformat.write(nb, path)
+                runs.append((s, kind, path))
+    return runs
+
+
+def _judged(q, c, j: int, wrong, graded: dict, students) -> list[str]:
+    """A warning per seed where the known wrong variant ``wrong`` earns other than declared."""
+    out = []
+    for s in students:
+        result = graded[(s.id, _wrong_kind(q, c, j))]
+        verdict = next(
+            g.verdict for g in result.parts if g.question == q.id and g.verdict.part == c.id
+        )
+        earned = verdict.score or 0.0
+        if abs(earned - wrong.earns) > 1e-6 * max(1.0, verdict.points):
+            how = "harsher" if earned < wrong.earns else "more lenient"
+            out.append(
+                f"{q.folder / c.checks}: the checks are {how} than declared: known wrong "
+                f"{wrong.name!r} earns {earned:.3g} of {verdict.points:g} points for {s.id}, "
+                f"declared {wrong.earns:g} (question.yaml): {verdict.feedback}"
+            )
+    return out

@@ -32,16 +32,22 @@ questions:
 
 def _bank(root: Path, bug: tuple[str, str] | None = None):
     """The bank copy with tdlsm/ring; ``bug``: (a line of the ring's checks.py, what to
-    put before it, at its indentation)."""
+    put before it, at its indentation; or ``def NAME(``: what to make the first statement
+    of that function)."""
     b = copy_bank(root / "bank")
     (b.root / "assignments" / "tdlsm" / "ring.yaml").write_text(ASSIGNMENT, encoding="utf-8")
     if bug is not None:
         path = b.root / "templates" / RING / "checks.py"
-        text = path.read_text(encoding="utf-8")
+        lines = path.read_text(encoding="utf-8").splitlines()
         anchor, inserted = bug
-        assert text.count(anchor) == 1, anchor
-        indent = anchor[: len(anchor) - len(anchor.lstrip())]
-        path.write_text(text.replace(anchor, f"{indent}{inserted}\n{anchor}"), encoding="utf-8")
+        [at] = [i for i, line in enumerate(lines) if line.startswith(anchor)]
+        if anchor.startswith("def "):  # after the signature, which may span lines
+            at = next(i for i in range(at, len(lines)) if lines[i].rstrip().endswith(":")) + 1
+            inserted = f"    {inserted}"
+        else:
+            inserted = anchor[: len(anchor) - len(anchor.lstrip())] + inserted
+        lines.insert(at, inserted)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return b
 
 
@@ -54,17 +60,14 @@ def _line_of(path: Path, text: str) -> int:
 
 
 # grade()'s first line: every result, the solution's too, meets the bug
-GRADE_BUG = ("    result = result if isinstance(result, dict) else {}", "undefined_helper(result)")
+GRADE_BUG = ("def grade(", "undefined_helper(result)")
 # only a wrong ring meets it: the solution earns every point, a student's mistake fails it
 WRONG_ONLY_BUG = (
     "    props.append(_prop(names[0][0], names[0][1], sum(good) / p, msg))",
     "if not all(good): missing_name + 1",
 )
 # probe(): in the probe process, before the student's function is called
-PROBE_BUG = (
-    '    return {"sim": _simulate(student, seed), "gloo": _gloo(student, seed)}',
-    "raise KeyError('a typo in probe')",
-)
+PROBE_BUG = ("def probe(", "raise KeyError('a typo in probe')")
 
 
 def test_the_bank_code_parts_grade_their_own_solutions(tmp_path):
@@ -105,6 +108,39 @@ def test_validate_names_a_probe_that_raises(tmp_path):
     assert done.exit_code == 1, done.output
     flat = " ".join(done.output.split())
     assert f"probe() failed: line {line}, in probe: KeyError: 'a typo in probe'" in flat
+
+
+DPO = "posttraining/dpo-loss-code"
+
+
+def test_a_known_wrong_variant_graded_otherwise_than_declared_is_a_warning(tmp_path):
+    """question.yaml's known_wrong: DPO's sum over the batch loses only the reduction
+    property, 1 of the checks' 8 weights (checks.py), so it earns 3.5 of 4 points;
+    declared at 4, the release check warns that the checks are harsher than declared."""
+    b = copy_bank(tmp_path / "bank")
+    spec = b.root / "templates" / DPO / "question.yaml"
+    text = spec.read_text(encoding="utf-8")
+    assert text.count("earns: 3.5") == 1
+    spec.write_text(text.replace("earns: 3.5", "earns: 4"), encoding="utf-8")
+    only_dpo = ASSIGNMENT.replace("  - question: budgets/model-budget\n", "").replace(RING, DPO)
+    (b.root / "assignments" / "tdlsm" / "dpo.yaml").write_text(only_dpo, encoding="utf-8")
+    found = selfcheck(b.assignment("tdlsm/dpo"), seeds=1)
+    assert found.problems == []
+    [warning] = found.warnings
+    assert "the checks are harsher than declared" in warning
+    assert "'the sum over the batch, not the mean' earns 3.5 of 4 points" in warning
+    assert "Your loss is the sum over the batch" in warning  # the student's feedback
+
+
+def test_a_known_wrong_variant_whose_text_is_not_in_the_reference_is_refused(tmp_path):
+    b = copy_bank(tmp_path / "bank")
+    spec = b.root / "templates" / DPO / "question.yaml"
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text.replace('"logsigmoid(u).mean()":', '"no such text":'), encoding="utf-8")
+    done = _cli("validate", "tdlsm/hw2", "--bank", b.root, "--students", "2")
+    assert done.exit_code != 0
+    flat = " ".join(done.output.split())
+    assert "question.yaml: code.0.known_wrong.0.replace: 'no such text' is found 0 times" in flat
 
 
 def _release_and_submit(tmp_path: Path, b, wrong: dict[str, str]) -> Path:

@@ -191,6 +191,8 @@ class Record:
 
     def returned(self) -> str:
         """What the call returned, in words: ``a float32 array of shape (4, 4)``, ``a str``."""
+        if self.type == "NoneType":
+            return "None"
         if self.shape is not None and self.shape != ():
             return f"a {self.dtype} array of shape {self.shape}"
         if self.shape == ():

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from autograder import wire
+from autograder.checklib import Record
 from autograder.sandbox import Limits, Plan, Probe, Sandbox, namespaces_available
 from tests.autograder.test_sandbox import notebook
 
@@ -225,6 +226,45 @@ def test_a_missing_function_is_named(sandbox, tmp_path):
         "ok": False,
         "error": "function double is not defined",
     }
+
+
+LIBRARY_PROBE = """
+ISOLATED = True
+import numpy as np
+from autograder.checklib import Record  # served to the probe process, nothing else is
+
+
+def probe(student, seed, params):
+    try:
+        import autograder.keys
+        other = "imported"
+    except ImportError as err:
+        other = type(err).__name__
+    x = np.arange(3)
+    return {
+        "one": student.call(x, None),
+        "many": student.calls([(x, None), (None, None)]),
+        "other": other,
+    }
+"""
+
+
+def test_the_probe_process_serves_the_authors_library_and_records_cross_as_data(
+    sandbox, tmp_path
+):
+    """``from autograder.checklib import ...`` works in P, where the rest of the project is
+    hidden; a Record in the probe's result reaches the grader as plain data."""
+    cells = "def double(x, counter):\n    return 2 * x\nq1_found = 1"
+    harvest = _run(sandbox, tmp_path, cells, the_plan=plan(source=LIBRARY_PROBE))
+    probe = harvest["probes"]["q2-double"]
+    assert probe["ok"], probe
+    result = probe["result"]
+    assert result["other"] == "ModuleNotFoundError"
+    one = Record.read(result["one"])
+    assert one.ok and one.array().tolist() == [0.0, 2.0, 4.0] and one.seconds > 0
+    good, bad = (Record.read(d) for d in result["many"])
+    assert good.array().tolist() == [0.0, 2.0, 4.0]
+    assert bad.raised == "TypeError" and "NoneType" in bad.error
 
 
 def test_checks_that_do_not_compile_are_that_probes_error(sandbox, tmp_path):

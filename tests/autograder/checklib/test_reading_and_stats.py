@@ -1,4 +1,5 @@
-"""The grade-side helpers every question's checks.py shares."""
+"""The library's readers of plain data (checklib/reading.py) and its statistical tests
+(checklib/stats.py); ``autograder.checktools``, what released checks import, is the same."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from autograder.checktools import (
+from autograder import checklib, checktools
+from autograder.checklib import (
     chi2_sf,
     chi2_test,
     close,
@@ -15,7 +17,6 @@ from autograder.checktools import (
     is_slice_of,
     matrix,
     number,
-    prop,
     shape_note,
     shown,
     vector,
@@ -43,9 +44,7 @@ def test_chi_square_pools_cells_expecting_fewer_than_five():
     assert stat == pytest.approx(0.0, abs=1e-12)
 
 
-def test_prop_clips_the_score_and_numbers_read_only_from_plain_lists():
-    assert prop("x", 2, 1.5, "m") == {"name": "x", "weight": 2.0, "score": 1.0, "message": "m"}
-    assert prop("x", 1, -1, "m")["score"] == 0.0
+def test_numbers_read_only_from_plain_lists():
     assert vector([1, 2.5, "nan"]).tolist()[:2] == [1.0, 2.5]
     assert vector([1, [2]]) is None and vector("12") is None and vector([1, 2], n=3) is None
     assert matrix([[1, 2], [3, 4]]).shape == (2, 2)
@@ -55,7 +54,7 @@ def test_prop_clips_the_score_and_numbers_read_only_from_plain_lists():
 
 
 def test_is_slice_of_is_the_loop_of_allclose_over_every_window():
-    """The vectorised test against its definition: np.allclose at each offset (checktools.close)."""
+    """The vectorised test against its definition: np.allclose at each offset (checklib.close)."""
     rng = np.random.default_rng(7)
     full = rng.standard_normal(24)
     full[[9, 17]] = full[2]  # three offsets start with the same number
@@ -89,3 +88,15 @@ def test_a_students_value_of_any_shape_reads_as_absent_never_raises():
     assert shown(None) == "None" and shown("x" * 100).endswith("…") and len(shown("x" * 100)) == 60
     assert shown(10**400).endswith("…")  # as it came, cut
     assert shape_note([4, 4], (16,)) == "returned an array of shape (4, 4); expected (16,)"
+
+
+def test_checks_released_before_the_library_import_the_same_functions():
+    """A semester's keys/checks/*/checks.py import autograder.checktools: one home."""
+    for name in ("vector", "number", "close", "chi2_test", "slice_at", "shown"):
+        assert getattr(checktools, name) is getattr(checklib, name)
+    assert checktools.prop("x", 2, 1.5, "m") == {
+        "name": "x",
+        "weight": 2.0,
+        "score": 1.0,
+        "message": "m",
+    }
