@@ -290,7 +290,7 @@ def test_the_semester_commands_name_the_gradebook_they_need(command, tmp_path):
 
 
 def test_grade_with_gpus_leaves_memory_to_each_jobs_cgroup():
-    from scalegrade.cli import _limits
+    from scalegrade.cli.common import _limits
 
     assert _limits({"timeout": 30, "gpus": None}).address_space is True
     gpu = _limits({"timeout": 30, "gpus": "all"})
