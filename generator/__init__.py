@@ -1,4 +1,4 @@
 """Per-student variants: sample parameters, validate, render notebooks, sheets and keys.
 
-Imports ``costmodel`` and reads ``templates/``; never the autograder (see DESIGN.md).
+Imports ``costmodel`` and reads ``templates/``; never the autograder (see docs/security.md).
 """
