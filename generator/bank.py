@@ -6,7 +6,7 @@
       courses.yaml                     the courses: id, title, citation key, default
                                        tolerance and policy
       notes/<cite_as>.yaml             each notes' exercises and written-exam questions
-      templates/<topic>/<question>/    one folder = one question (templates/README.md)
+      templates/<topic>/<question>/    one folder = one question (docs/authors.md)
       templates/coverage.yaml          why an item of the notes has no question (optional)
       assignments/<course>/<id>.yaml   homework, exams and self-tests
 

@@ -3,7 +3,7 @@
 ``probe`` runs in the probe process, beside the student's: it calls the student's
 ``mean_of`` on lists drawn from the grading seed and returns what came back, as plain
 data.  ``grade`` runs in the trusted grader: it draws the same lists again and scores
-each property.  (What a check can measure: templates/README.md of ScaleGrade, section
+each property.  (What a check can measure: docs/authors.md of ScaleGrade, section
 "checks.py".)
 """
 
