@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from autograder.checklib import Result, check, expect_close, notes, share
+
 ISOLATED = True  # probe() runs in the probe process; mean_of, in the student's
 
 
@@ -21,43 +23,32 @@ def lists(seed: int) -> list[list[float]]:
 
 
 def probe(student, seed: int, params: dict) -> dict:
-    """Call the student's function on each list, and on a list of one number."""
-    out = []
-    for xs in [*lists(seed), [3.5]]:
-        try:
-            out.append(float(student(xs)))
-        except Exception as err:  # noqa: BLE001 - what the student's code raised
-            out.append(f"{type(err).__name__}: {err}"[:200])
-    return {"values": out}
+    """Call the student's function on each list (one round trip), and on a list of one
+    number; each call's record (its value, or what it raised) goes to the grader."""
+    return {
+        "random": student.calls([(xs,) for xs in lists(seed)]),
+        "one": student.call([3.5]),
+    }
 
 
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
+@check("the mean of random lists", 2.0)
+def random_lists(r: Result, seed: int):
+    verdicts = [
+        expect_close(rec, np.mean(xs), what=f"list {i + 1} ({len(xs)} values): the mean")
+        for i, (xs, rec) in enumerate(zip(lists(seed), r.records("random", 5), strict=True))
+    ]
+    if all(verdicts):
+        return 1.0, "Every list's mean is right."
+    return share(verdicts), notes(verdicts) + ": sum the values, divide by their count."
+
+
+@check("a list of one number", 1.0)
+def one_number(r: Result, seed: int):
+    v = expect_close(r.record("one"), 3.5, what="the mean of [3.5]")
+    return v.ok, "The mean of [3.5] is 3.5." if v else v.why + "."
+
+
+def grade(result: dict, seed: int, params: dict) -> list:
     """Score the values against the mean, recomputed here."""
-    from autograder.checktools import number, prop
-
-    values = result.get("values") if isinstance(result, dict) else None
-    values = values if isinstance(values, list) and len(values) == 6 else [None] * 6
-    got = [number(v) for v in values]
-    expected = [float(np.mean(xs)) for xs in lists(seed)]
-    right = [
-        g is not None and abs(g - e) <= 1e-9 + 1e-9 * abs(e)
-        for g, e in zip(got[:5], expected, strict=True)
-    ]
-    one = got[5] is not None and got[5] == 3.5
-    return [
-        prop(
-            "the mean of random lists",
-            2.0,
-            sum(right) / len(right),
-            "Every list's mean is right."
-            if all(right)
-            else f"{len(right) - sum(right)} of {len(right)} lists get a wrong mean "
-            f"(first: {values[right.index(False)]!r}): sum the values, divide by their count.",
-        ),
-        prop(
-            "a list of one number",
-            1.0,
-            float(one),
-            "The mean of [3.5] is 3.5." if one else f"The mean of [3.5] gave {values[5]!r}.",
-        ),
-    ]
+    r = Result(result)
+    return [random_lists(r, seed), one_number(r, seed)]
