@@ -187,7 +187,8 @@ def test_ring_gloo_that_cannot_start_weighs_nothing():
             "ranks": [{"stage": "start", "error": "RuntimeError: no lo"} for _ in range(p)],
         }
     }
-    gloo = [x for x in load_checks(RING, "checks.py").grade(result, 11, {}) if "gloo" in x["name"]]
+    props = grade_result(load_checks(RING, "checks.py").grade, result, 11, {})
+    gloo = [x for x in props if "gloo" in x["name"]]
     assert gloo[0]["weight"] == 0 and "Not run" in gloo[0]["message"]
 
 

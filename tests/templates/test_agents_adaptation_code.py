@@ -21,7 +21,7 @@ import pytest
 import torch
 from torch import nn
 
-from autograder.checks import load_checks, run_locally
+from autograder.checks import grade_result, load_checks, run_locally
 from tests.templates.codecheck import (
     TEMPLATES,
     fraction,
@@ -55,7 +55,7 @@ def messages(props: list[dict]) -> str:
 def assert_garbage_scores_zero(folder, checks: str = "checks.py"):
     grade_fn = load_checks(folder, checks).grade
     for junk in GARBAGE:
-        props = grade_fn(junk, 11, {})
+        props = grade_result(grade_fn, junk, 11, {})
         assert props and all(p["score"] == 0 for p in props), junk
 
 

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from autograder.checks import load_checks
+from autograder.checks import grade_result, load_checks
 from tests.templates.codecheck import (
     TEMPLATES,
     fraction,
@@ -400,7 +400,7 @@ def test_gossip_cases_separate_the_bound_from_the_simulation():
 @pytest.mark.parametrize("folder", [EF, LOCAL, GOSSIP])
 @pytest.mark.parametrize("result", GARBAGE)
 def test_grade_of_garbage_scores_zero_without_crashing(folder, result):
-    props = load_checks(folder, "checks.py").grade(result, 3, {})
+    props = grade_result(load_checks(folder, "checks.py").grade, result, 3, {})
     assert props and all(p["score"] == 0 for p in props)
 
 

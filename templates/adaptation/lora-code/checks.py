@@ -30,6 +30,19 @@ import math
 
 import numpy as np
 
+from autograder.checklib import (
+    Property,
+    Result,
+    check,
+    close,
+    error_text,
+    matrix,
+    number,
+    plain,
+    shown,
+    vector,
+)
+
 ISOLATED = True  # probe() runs in the probe process; LoRALinear, in the student's
 RTOL, ATOL = 1e-5, 1e-5  # float32 outputs of order 1
 FIT_STEPS, UNDER_STEPS, FIT_LR = 150, 60, 0.03
@@ -111,14 +124,6 @@ def delta(a, b, how: str):
     return b @ a if how == "BA" else (a @ b).T
 
 
-def _plain(values) -> list:
-    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
-
-
-def _error(err: BaseException) -> str:
-    return f"{type(err).__name__}: {err}"[:300]
-
-
 def _linear(layer: dict):
     """An nn.Linear of this process, lent to the student's code: its calls run here."""
     import torch
@@ -140,13 +145,13 @@ def _output(module, x: np.ndarray) -> list | str:
         out = module.run(torch.from_numpy(x))
         out.release()
     except BaseException as err:  # noqa: BLE001 - anything the student raises
-        return _error(err)
+        return error_text(err)
     y = out.value
     if not isinstance(y, torch.Tensor):
         return f"the layer returns {out.type}, not a tensor"
     if y.dim() != 2 or y.shape[0] != x.shape[0]:
         return f"the output has shape {tuple(y.shape)}, not (batch, d_out)"
-    return _plain(y.to(torch.float64).reshape(-1).tolist())
+    return plain(y.to(torch.float64).reshape(-1).tolist())
 
 
 def _set_factors(module, factors: dict) -> str | None:
@@ -163,7 +168,7 @@ def _set_factors(module, factors: dict) -> str | None:
                 return f"{name} has shape {tuple(p.shape)}, not {tuple(value.shape)}"
             module.assign({name: value.to(p.dtype)})
     except BaseException as err:  # noqa: BLE001
-        return _error(err)
+        return error_text(err)
     return None
 
 
@@ -176,11 +181,8 @@ def _forward(student, c: dict, alpha: float) -> dict:
     try:
         module = _layer_of(student, _linear(c["base"]), c["r"], alpha)
     except BaseException as err:  # noqa: BLE001
-        return {"error": _error(err)}
-    why = _set_factors(module, c["factors"])
-    if why:
-        return {"error": why}
-    y = _output(module, c["x"])
+        return {"error": error_text(err)}
+    y = _set_factors(module, c["factors"]) or _output(module, c["x"])
     return {"error": y} if isinstance(y, str) else {"error": None, "y": y}
 
 
@@ -193,7 +195,7 @@ def _update_at_start(module, c: dict) -> float | str:
     try:
         a, b = (module.read(name) for name in ("A", "B"))
     except BaseException as err:  # noqa: BLE001
-        return _error(err)
+        return error_text(err)
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
         return "A or B is not a tensor"
     how = layout(a.shape, b.shape, c, c["r"])
@@ -202,7 +204,7 @@ def _update_at_start(module, c: dict) -> float | str:
             f"A has shape {tuple(a.shape)} and B {tuple(b.shape)}, not "
             f"({c['r']}, {c['d_in']}) and ({c['d_out']}, {c['r']})"
         )
-    return _number(float(delta(a.detach().double(), b.detach().double(), how).abs().max()))
+    return plain([float(delta(a.detach().double(), b.detach().double(), how).abs().max())])[0]
 
 
 def _start(student, c: dict) -> dict:
@@ -216,7 +218,7 @@ def _start(student, c: dict) -> dict:
     try:
         module = student.run(student.hold(linear), c["r"], c["alpha"])
     except BaseException as err:  # noqa: BLE001
-        return {"error": _error(err)}
+        return {"error": error_text(err)}
     rec: dict = {"error": None, "update0": _update_at_start(module, c)}
     y = _output(module, c["x"])
     if isinstance(y, str):
@@ -240,7 +242,7 @@ def _start(student, c: dict) -> dict:
         rec["base_grad"] = float(max((g.abs().max().item() for g in grads), default=0.0))
         now = [e.params for e in calls if e.kind == "forward"][-1]
         moved = max((now["weight"] - w0).abs().max().item(), (now["bias"] - b0).abs().max().item())
-        rec["base_moved"] = float(moved) if math.isfinite(moved) else str(moved)
+        rec["base_moved"] = plain([moved])[0]
         # at least the factors and what this process saw the base trained with
         trained = {n for e in calls if e.kind == "vjp" for n in e.params}
         seen = sum(p.numel() for n, p in linear.named_parameters() if n in trained)
@@ -249,7 +251,7 @@ def _start(student, c: dict) -> dict:
         own = sum(f.numel() for f in factors if isinstance(f, torch.Tensor) and f.requires_grad)
         rec["trainable"] = int(max(reported, own + seen))
     except BaseException as err:  # noqa: BLE001
-        rec["step_error"] = rec["trainable_error"] = _error(err)
+        rec["step_error"] = rec["trainable_error"] = error_text(err)
     return rec
 
 
@@ -304,7 +306,7 @@ def _train(student, c: dict, rank: int, steps: int) -> dict:
         held = {name: module.read(name) for name in ("A", "B")}
         fresh = _output(module, c["fresh_x"])
     except BaseException as err:  # noqa: BLE001
-        return {"error": _error(err)}
+        return {"error": error_text(err)}
     if isinstance(fresh, str):
         return {"error": f"on inputs after the training: {fresh}"}
     if not all(isinstance(v, torch.Tensor) for v in held.values()):
@@ -321,8 +323,8 @@ def _train(student, c: dict, rank: int, steps: int) -> dict:
         "out_err": out_err,
         "grad_err": grad_err,
         "held_as_set": same,
-        "A": _rows(held["A"]),
-        "B": _rows(held["B"]),
+        "A": [plain(row) for row in held["A"].detach().double().tolist()],
+        "B": [plain(row) for row in held["B"].detach().double().tolist()],
         "fresh_y": fresh,
     }
 
@@ -330,12 +332,6 @@ def _train(student, c: dict, rank: int, steps: int) -> dict:
 def _base_of(layer: dict, x: np.ndarray) -> np.ndarray:
     w, b = layer["weight"].astype(np.float64), layer["bias"].astype(np.float64)
     return x.astype(np.float64) @ w.T + b
-
-
-def _rows(t) -> list:
-    import torch
-
-    return [_plain(row) for row in t.detach().to(torch.float64).tolist()]
 
 
 def _step_seen(x64, base64, pred, cotangent, factors: dict, grads: dict, how: str) -> tuple:
@@ -369,11 +365,7 @@ def _consistency(seen: list[tuple]) -> tuple:
         miss = max(float((ga - f * wa).abs().max()), float((gb - f * wb).abs().max()))
         miss = miss / scale if scale > 0 else (0.0 if miss == 0 else math.inf)
         grad_err = max(grad_err, miss if math.isfinite(miss) else math.inf)
-    return f, _number(out_err), _number(grad_err)
-
-
-def _number(v: float) -> float | str:
-    return v if math.isfinite(v) else str(v)
+    return f, *plain([out_err, grad_err])
 
 
 def probe(student, seed: int, params: dict) -> dict:
@@ -401,22 +393,20 @@ def _update(c: dict) -> np.ndarray:
     return c["x"].astype(np.float64) @ a.T @ b.T
 
 
-def _y(rec, shape: tuple) -> np.ndarray | None:
-    from autograder.checktools import vector
-
-    v = vector(rec.get("y")) if isinstance(rec, dict) else None
+def _y(rec: Result, shape: tuple) -> np.ndarray | None:
+    v = vector(rec.get("y"))
     return v.reshape(shape) if v is not None and v.size == shape[0] * shape[1] else None
 
 
-def _why(rec, what: str) -> str:
-    if not isinstance(rec, dict):
+def _why(rec: Result, what: str) -> str:
+    if not rec.data:
         return f"{what}: no result."
     if isinstance(rec.get("error"), str):
-        return f"{what}: {rec['error']}."
+        return f"{what}: {rec.get('error')}."
     return f"{what}: the output is not a (batch, d_out) tensor."
 
 
-def _factor(rec, c: dict) -> tuple[float | None, str]:
+def _factor(rec: Result, c: dict) -> tuple[float | None, str]:
     """The factor f with output = base(x) + f·BAx, or None and why not."""
     y = _y(rec, (c["x"].shape[0], c["d_out"]))
     if y is None:
@@ -435,18 +425,16 @@ def _factor(rec, c: dict) -> tuple[float | None, str]:
     )
 
 
-def _trained(rec, c: dict, rank: int) -> tuple[float | None, str]:
+def _trained(rec: Result, c: dict, rank: int) -> tuple[float | None, str]:
     """The relative loss on the fit's data of the A and B read from the layer after its
     training (with the layer's factor f), or None and why not: the outputs or gradients
     during the training were not those of the A and B set, A and B read back are not the
     values set, or on the inputs drawn after the training the output is not base(x) +
     f·ΔW x with them."""
-    from autograder.checktools import matrix, number, vector
-
-    if not isinstance(rec, dict):
+    if not rec.data:
         return None, "no result"
     if isinstance(rec.get("error"), str):
-        return None, rec["error"]
+        return None, rec.get("error")
     f, out_err, grad_err = (number(rec.get(k)) for k in ("factor", "out_err", "grad_err"))
     if f is None or out_err is None or grad_err is None or not math.isfinite(f):
         return None, "no usable record of the training"
@@ -485,163 +473,123 @@ def _trained(rec, c: dict, rank: int) -> tuple[float | None, str]:
     return float(np.mean((pred - c["fit_y"]) ** 2) / c["fit_scale"]), ""
 
 
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Score the probe's outputs against W₀x + b + (α/r)BAx recomputed from the seed."""
-    from autograder.checktools import close, prop, shown
-
-    c = cases(seed)
-    r, d_in, d_out = c["r"], c["d_in"], c["d_out"]
-    result = result if isinstance(result, dict) else {}
-    props = []
-
-    # 1. output at the start equals the frozen layer's
-    start = result.get("start") if isinstance(result.get("start"), dict) else {}
-    y0 = _y(start, (c["x"].shape[0], d_out))
-    base_out = _base_out(c)
-    update0 = start.get("update0")
+@check("starts at the pretrained layer (B = 0)", 2.0)
+def starts(start: Result, c: dict):
+    """The output at construction equals the frozen layer's, and B A is read as 0."""
+    y0, update0 = _y(start, (c["x"].shape[0], c["d_out"])), start.get("update0")
     if y0 is None:
-        ok, msg = False, _why(start, "at construction")
-    elif isinstance(update0, str):
-        ok, msg = False, f"At construction A and B cannot be read: {update0}."
-    elif close(y0, base_out, RTOL, ATOL) and isinstance(update0, float) and update0 <= ZERO:
-        ok, msg = True, "At construction the layer returns exactly the pretrained layer's output."
-    elif isinstance(update0, float) and update0 > ZERO:
-        ok = False
-        msg = (
-            f"At construction the layer holds B A ≠ 0 (an entry of {update0:.2g}): B must "
-            "start at zero (A random), so that BA = 0 and training starts exactly from the "
-            "pretrained model (§5.2)."
-        )
-    else:
-        ok = False
-        msg = (
-            "At construction the output differs from base(x): B must start at zero (A "
-            "random), so that BA = 0 and training starts exactly from the pretrained model "
-            "(§5.2)."
-        )
-    props.append(prop("starts at the pretrained layer (B = 0)", 2.0, ok, msg))
+        return False, _why(start, "at construction")
+    if isinstance(update0, str):
+        return False, f"At construction A and B cannot be read: {update0}."
+    if close(y0, _base_out(c), RTOL, ATOL) and isinstance(update0, float) and update0 <= ZERO:
+        return True, "At construction the layer returns exactly the pretrained layer's output."
+    zero = (
+        "B must start at zero (A random), so that BA = 0 and training starts exactly from the "
+        "pretrained model (§5.2)."
+    )
+    if isinstance(update0, float) and update0 > ZERO:
+        return False, f"At construction the layer holds B A ≠ 0 (an entry of {update0:.2g}): {zero}"
+    return False, f"At construction the output differs from base(x): {zero}"
 
-    # 2. the base stays frozen
+
+@check("W₀ and b frozen", 1.0)
+def frozen(start: Result):
     grad, moved = start.get("base_grad"), start.get("base_moved")
     if start.get("step_error") or not isinstance(grad, float) or not isinstance(moved, float):
         why = start.get("step_error") or start.get("error") or "no result"
-        ok, msg = False, f"A backward pass and an SGD step failed: {why}."
-    elif grad == 0 and moved == 0:
-        ok, msg = True, "No gradient reaches W₀ and b; an optimizer step leaves them unchanged."
-    else:
-        ok = False
-        msg = (
-            "The pretrained weight or bias receives a gradient and changes in an optimizer "
-            "step: freeze them (requires_grad_(False)); LoRA trains only A and B (§5.2)."
-        )
-    props.append(prop("W₀ and b frozen", 1.0, ok, msg))
-
-    # 3. r(d_in + d_out) trainable parameters
-    expected = r * (d_in + d_out)
-    trainable = start.get("trainable")
-    shapes = f"r = {r}, d_in = {d_in}, d_out = {d_out}"
-    if type(trainable) is int and trainable == expected:
-        ok, msg = True, f"r(d_in + d_out) trainable parameters for {shapes}."
-    else:
-        ok = False
-        got = f"{trainable} trainable parameters" if type(trainable) is int else "No count"
-        why = start.get("trainable_error") or start.get("error")
-        msg = (f"{why}. " if why else "") + (
-            f"{got} for {shapes}: only A (r × d_in) and B (d_out × r) may require gradients; "
-            "W₀ and b are frozen (§5.2)."
-        )
-    props.append(prop("r(d_in + d_out) trainable parameters", 1.0, ok, msg))
-
-    # 4. forward with given A and B: base(x) + f·BAx for some factor f
-    recs = result.get("forward") if isinstance(result.get("forward"), list) else []
-    recs = (recs + [None, None])[:2]
-    found = [_factor(rec, c) for rec in recs]
-    hit = sum(f is not None for f, _ in found)
-    msg = (
-        "With A and B set, the output is base(x) plus a multiple of B A x."
-        if hit == 2
-        else " ".join(why for f, why in found if f is None)
+        return False, f"A backward pass and an SGD step failed: {why}."
+    if grad == 0 and moved == 0:
+        return True, "No gradient reaches W₀ and b; an optimizer step leaves them unchanged."
+    return False, (
+        "The pretrained weight or bias receives a gradient and changes in an optimizer "
+        "step: freeze them (requires_grad_(False)); LoRA trains only A and B (§5.2)."
     )
-    props.append(prop("adds B A x to the frozen output", 2.0, hit / 2, msg))
 
-    # 5. the factor is α/r
-    alphas = [float(r), c["alpha"]]
-    factors = [f for f, _ in found]
-    oks = [
-        f is not None and math.isclose(f, a / r, rel_tol=1e-4)
-        for f, a in zip(factors, alphas, strict=True)
-    ]
-    if hit == 0:
-        msg = "Cannot tell: the output is never base(x) plus a multiple of B A x."
-    elif all(oks):
-        msg = f"The update is scaled by α/r (α = {alphas[0]:g} and {alphas[1]:g}, r = {r})."
-    else:
-        seen = ", ".join(
-            f"{f:.4g} at α = {a:g}" for f, a in zip(factors, alphas, strict=True) if f is not None
-        )
-        msg = f"B A x is multiplied by {seen} (r = {r}): scale it by α/r (Hu et al. 2022)."
-    props.append(prop("scaled by α/r", 1.0, sum(oks) / 2, msg))
 
-    # 6. training A and B fits a rank-r change; rank r − 1 cannot
-    fit_loss, fit_why = _trained(result.get("fit"), c, r)
-    under_loss, under_why = _trained(result.get("under"), c, r - 1)
+@check("r(d_in + d_out) trainable parameters", 1.0)
+def trainable(start: Result, c: dict):
+    r, n = c["r"], start.get("trainable")
+    shapes = f"r = {r}, d_in = {c['d_in']}, d_out = {c['d_out']}"
+    if type(n) is int and n == r * (c["d_in"] + c["d_out"]):
+        return True, f"r(d_in + d_out) trainable parameters for {shapes}."
+    got = f"{n} trainable parameters" if type(n) is int else "No count"
+    why = start.get("trainable_error") or start.get("error")
+    return False, (f"{why}. " if why else "") + (
+        f"{got} for {shapes}: only A (r × d_in) and B (d_out × r) may require gradients; "
+        "W₀ and b are frozen (§5.2)."
+    )
+
+
+@check("adds B A x to the frozen output", 2.0)
+def adds(found: list[tuple[float | None, str]]):
+    """With A and B set by the probe: base(x) + f·BAx for some factor f."""
+    if all(f is not None for f, _ in found):
+        return 1.0, "With A and B set, the output is base(x) plus a multiple of B A x."
+    return sum(f is not None for f, _ in found) / 2, " ".join(w for f, w in found if f is None)
+
+
+@check("scaled by α/r", 1.0)
+def scaled(found: list[tuple[float | None, str]], c: dict):
+    """The factor f is α/r, at α = r and at another α."""
+    r, alphas, factors = c["r"], [float(c["r"]), c["alpha"]], [f for f, _ in found]
+    pairs = list(zip(factors, alphas, strict=True))
+    oks = [f is not None and math.isclose(f, a / r, rel_tol=1e-4) for f, a in pairs]
+    if all(f is None for f in factors):
+        return 0, "Cannot tell: the output is never base(x) plus a multiple of B A x."
+    if all(oks):
+        return 1.0, f"The update is scaled by α/r (α = {alphas[0]:g} and {alphas[1]:g}, r = {r})."
+    seen = ", ".join(f"{f:.4g} at α = {a:g}" for f, a in pairs if f is not None)
+    msg = f"B A x is multiplied by {seen} (r = {r}): scale it by α/r (Hu et al. 2022)."
+    return sum(oks) / 2, msg
+
+
+@check("training A and B fits a rank-r change", 2.0)
+def fits(r: Result, c: dict):
+    """Training A and B fits a rank-r change; a rank r − 1 adapter cannot."""
+    rank = c["r"]
+    fit_loss, fit_why = _trained(r.part("fit"), c, rank)
+    under_loss, under_why = _trained(r.part("under"), c, rank - 1)
     fit_ok = fit_loss is not None and fit_loss <= FIT_MAX
-    under_ok = under_loss is not None and under_loss >= UNDER_MIN
-    name = "training A and B fits a rank-r change"
     if not fit_ok and fit_why:
-        props.append(
-            prop(
-                name,
-                2.0,
-                0,
-                f"Training only A and B on a change of W₀ of rank r = {r}: {fit_why}. The "
-                "layer's output must be base(x) + (α/r)·B A x with its own A and B, and the "
-                "gradients of A and B those of that output (§5.2).",
-            )
+        return 0, (
+            f"Training only A and B on a change of W₀ of rank r = {rank}: {fit_why}. The "
+            "layer's output must be base(x) + (α/r)·B A x with its own A and B, and the "
+            "gradients of A and B those of that output (§5.2)."
         )
-    elif not fit_ok:
-        props.append(
-            prop(
-                name,
-                2.0,
-                0,
-                f"Training only A and B on a change of W₀ of rank r = {r}: the relative loss "
-                f"of the trained A and B is still {shown(fit_loss, '.2g')} after {FIT_STEPS} "
-                "Adam steps. Both factors must receive gradients: with B = 0, A must start "
-                "random (if both are zero, neither ever moves) (§5.2).",
-            )
+    if not fit_ok:
+        return 0, (
+            f"Training only A and B on a change of W₀ of rank r = {rank}: the relative loss "
+            f"of the trained A and B is still {shown(fit_loss, '.2g')} after {FIT_STEPS} "
+            "Adam steps. Both factors must receive gradients: with B = 0, A must start "
+            "random (if both are zero, neither ever moves) (§5.2)."
         )
-    elif not under_ok and under_loss is None:
+    if under_loss is None:
         # the rank r − 1 run raised or was not the layer's: the fit counts, the bound unknown
-        why = under_why
-        props.append(
-            prop(
-                name,
-                2.0,
-                0.5,
-                f"Training a rank r − 1 = {r - 1} adapter the same way failed: {why}. It must "
-                f"train and stay above a relative loss of {UNDER_MIN:g}, which shows that your "
-                "adapter has r degrees of freedom and not more (§5.2).",
-            )
+        return 0.5, (
+            f"Training a rank r − 1 = {rank - 1} adapter the same way failed: {under_why}. It "
+            f"must train and stay above a relative loss of {UNDER_MIN:g}, which shows that "
+            "your adapter has r degrees of freedom and not more (§5.2)."
         )
-    elif not under_ok:
-        props.append(
-            prop(
-                name,
-                2.0,
-                0.5,
-                f"A rank r − 1 = {r - 1} adapter also fits the rank-{r} change (relative loss "
-                f"{under_loss:.2g}): your adapter has more than r degrees of freedom (§5.2).",
-            )
+    if not under_loss >= UNDER_MIN:
+        return 0.5, (
+            f"A rank r − 1 = {rank - 1} adapter also fits the rank-{rank} change (relative "
+            f"loss {under_loss:.2g}): your adapter has more than r degrees of freedom (§5.2)."
         )
-    else:
-        props.append(
-            prop(
-                name,
-                2.0,
-                1,
-                f"Training A and B alone fits the rank-{r} change (relative loss {fit_loss:.1e}); "
-                f"a rank-{r - 1} adapter cannot ({under_loss:.2f}).",
-            )
-        )
-    return props
+    return 1, (
+        f"Training A and B alone fits the rank-{rank} change (relative loss {fit_loss:.1e}); "
+        f"a rank-{rank - 1} adapter cannot ({under_loss:.2f})."
+    )
+
+
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
+    """Score the probe's outputs against W₀x + b + (α/r)BAx recomputed from the seed."""
+    r, c = Result(result), cases(seed)
+    start, found = r.part("start"), [_factor(rec, c) for rec in r.parts("forward", 2)]
+    return [
+        starts(start, c),
+        frozen(start),
+        trainable(start, c),
+        adds(found),
+        scaled(found, c),
+        fits(r, c),
+    ]

@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from autograder.checklib import Property, Result, check, close, error_text, plain, vector
+
 ISOLATED = True  # probe() runs in the probe process; checkpointed_forward, in the student's
 # imported once per batch: the part asks for torch.utils.checkpoint, whose first call
 # imports torch._dynamo (1 s, once per submission otherwise)
@@ -61,10 +63,6 @@ def segments(n: int, k: int) -> list[list[int]]:
     return [list(range(i, min(i + k, n))) for i in range(0, n, k)]
 
 
-def _plain(values) -> list:
-    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
-
-
 def _layers(case: dict):
     """The case's n layers, Linear(w, w) then tanh: torch modules of this process, which
     the student's code gets lent (their calls, and the backward through them, run here)."""
@@ -103,6 +101,7 @@ def _served(student, layers) -> dict:
 
 
 def _run(student, case: dict) -> dict:
+    """The output, the parameters' (and the input's) gradients, and the served log."""
     import torch
 
     layers = _layers(case)
@@ -111,28 +110,26 @@ def _run(student, case: dict) -> dict:
     try:
         out = student.run(layers, x, case["k"])
     except BaseException as err:  # noqa: BLE001 - anything the student raises
-        return {"error": f"{type(err).__name__}: {err}"[:300], **_served(student, layers)}
+        return {"error": error_text(err), **_served(student, layers)}
     if not isinstance(out.value, torch.Tensor):
         return {"error": f"returned {out.type}, not a tensor", **_served(student, layers)}
     rec["shape"] = list(out.value.shape)
-    rec["value"] = _plain(out.value.to(torch.float64).reshape(-1)[:200].tolist())
+    rec["value"] = plain(out.value.to(torch.float64).reshape(-1)[:200].tolist())
     try:  # loss = sum(out * loss_weights): its gradient with respect to out
         out.backward(torch.tensor(case["loss_weights"], dtype=torch.float64))
     except BaseException as err:  # noqa: BLE001
-        rec["backward_error"] = f"{type(err).__name__}: {err}"[:300]
-    grads = []
-    for layer in layers:  # summed here, from the backward passes this process computed
-        got = student.grads(layer)
-        for name in ("weight", "bias"):
-            g = got.get(name)
-            grads.append(None if g is None else _plain(g.reshape(-1).tolist()))
-    rec["grads"] = grads
+        rec["backward_error"] = error_text(err)
+    rec["grads"] = [  # summed here, from the backward passes this process computed
+        None if g is None else plain(g.reshape(-1).tolist())
+        for got in map(student.grads, layers)
+        for g in (got.get("weight"), got.get("bias"))
+    ]
     if case["x_grad"]:
         try:
             g = x.read("grad")
         except BaseException as err:  # noqa: BLE001
-            g, rec["backward_error"] = None, f"{type(err).__name__}: {err}"[:300]
-        rec["x_grad"] = _plain(g.reshape(-1).tolist()) if isinstance(g, torch.Tensor) else None
+            g, rec["backward_error"] = None, error_text(err)
+        rec["x_grad"] = plain(g.reshape(-1).tolist()) if isinstance(g, torch.Tensor) else None
     return rec | _served(student, layers)
 
 
@@ -158,23 +155,21 @@ def plain_forward_backward(case: dict) -> dict:
     return {"out": hs[-1].reshape(-1), "grads": grads, "x_grad": g.reshape(-1)}
 
 
-def _log(rec) -> list[tuple[str, int, int]] | None:
-    log = rec.get("log") if isinstance(rec, dict) else None
-    if not isinstance(log, list):
+def _log(rec: Result) -> list[tuple[str, int, int]] | None:
+    """(phase, layer, call) of each layer call, or None when the log is malformed."""
+    log = rec.get("log")
+    if not isinstance(log, list) or not all(
+        isinstance(e, list) and len(e) == 3 and e[0] in ("forward", "backward") for e in log
+    ):
         return None
-    out = []
-    for e in log:
-        if not (isinstance(e, list) and len(e) == 3 and e[0] in ("forward", "backward")):
-            return None
-        if type(e[1]) is not int or type(e[2]) is not int:
-            return None
-        out.append((e[0], e[1], e[2]))
-    return out
+    if not all(type(e[1]) is int and type(e[2]) is int for e in log):
+        return None
+    return [(e[0], e[1], e[2]) for e in log]
 
 
-def _vjps(rec) -> list[tuple[int, int]]:
+def _vjps(rec: Result) -> list[tuple[int, int]]:
     """(layer, call) of each backward through a layer: the call it differentiated."""
-    vjps = rec.get("vjps") if isinstance(rec, dict) else None
+    vjps = rec.get("vjps")
     if not isinstance(vjps, list):
         return []
     return [
@@ -200,151 +195,153 @@ def _spans(runs: list[list[int]]) -> str:
     return ", ".join(f"{s[0]}–{s[-1]}" if len(s) > 1 else f"{s[0]}" for s in runs)
 
 
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Score output, gradients, call counts and recomputed segments against the plain run."""
-    from autograder.checktools import close, prop, vector
+def _label(c: dict) -> str:
+    grad = "requires grad" if c["x_grad"] else "does not require grad"
+    return f"n = {c['n']}, k = {c['k']}, input that {grad}"
 
-    cs = cases(seed)
-    r = result if isinstance(result, dict) else {}
-    recs = r.get("cases") if isinstance(r.get("cases"), list) else []
-    recs = [x if isinstance(x, dict) else {} for x in (recs + [{}, {}])[:2]]
-    refs = [plain_forward_backward(c) for c in cs]
-    props = []
 
-    def label(c: dict) -> str:
-        grad = "requires grad" if c["x_grad"] else "does not require grad"
-        return f"n = {c['n']}, k = {c['k']}, input that {grad}"
-
-    # 1. output
+@check("same output as the plain forward", 1.0)
+def output(cs: list[dict], recs: list[Result], refs: list[dict]):
     oks, notes = [], []
     for c, rec, ref in zip(cs, recs, refs, strict=True):
-        ok = not rec.get("error") and close(vector(rec.get("value")), ref["out"], RTOL, ATOL)
-        oks.append(ok)
-        if not ok:
+        oks.append(not rec.get("error") and close(vector(rec.get("value")), ref["out"], RTOL, ATOL))
+        if not oks[-1]:
             why = rec.get("error") or (
                 f"the output has shape {rec.get('shape')}"
                 if rec.get("shape") != list(c["x"].shape)
                 else "the output differs from the plain forward"
             )
-            notes.append(f"{label(c)}: {why}.")
-    msg = (
-        "The output equals the plain forward's on both cases."
-        if all(oks)
-        else " ".join(notes) + " Apply every layer once, in order, segment after segment."
-    )
-    props.append(prop("same output as the plain forward", 1.0, sum(oks) / 2, msg))
-
-    # 2. gradients
-    oks, notes = [], []
-    for c, rec, ref in zip(cs, recs, refs, strict=True):
-        grads = rec.get("grads") if isinstance(rec.get("grads"), list) else []
-        missing = [i // 2 for i, g in enumerate(grads) if g is None]
-        if rec.get("error") or rec.get("backward_error"):
-            why = rec.get("error") or f"the backward pass fails: {rec['backward_error']}"
-        elif len(grads) != len(ref["grads"]):
-            why = "no gradients"
-        elif missing:
-            why = f"layers {sorted(set(missing))} get no gradient"
-        elif not all(
-            close(vector(g), e, RTOL, ATOL) for g, e in zip(grads, ref["grads"], strict=True)
-        ):
-            why = "the parameters' gradients differ from the plain backward's"
-        elif c["x_grad"] and not close(vector(rec.get("x_grad")), ref["x_grad"], RTOL, ATOL):
-            why = "the input's gradient differs from the plain backward's"
-        else:
-            why = ""
-        oks.append(not why)
-        if why:
-            notes.append(f"{label(c)}: {why}.")
+            notes.append(f"{_label(c)}: {why}.")
     if all(oks):
-        msg = "Every gradient equals the plain backward's, with and without an input gradient."
-    else:
-        msg = " ".join(notes) + (
-            " Checkpointing must not change the gradients (Proposition 2.8): let autograd "
-            "recompute each segment (torch.utils.checkpoint), do not detach between segments."
+        return 1.0, "The output equals the plain forward's on both cases."
+    return sum(oks) / 2, " ".join(notes) + (
+        " Apply every layer once, in order, segment after segment."
+    )
+
+
+def _grads_why(c: dict, rec: Result, ref: dict) -> str:
+    """Why the case's gradients differ from the plain backward's; '' when they do not."""
+    grads = rec.get("grads") if isinstance(rec.get("grads"), list) else []
+    missing = [i // 2 for i, g in enumerate(grads) if g is None]
+    if rec.get("error") or rec.get("backward_error"):
+        return rec.get("error") or f"the backward pass fails: {rec.get('backward_error')}"
+    if len(grads) != len(ref["grads"]):
+        return "no gradients"
+    if missing:
+        return f"layers {sorted(set(missing))} get no gradient"
+    if not all(close(vector(g), e, RTOL, ATOL) for g, e in zip(grads, ref["grads"], strict=True)):
+        return "the parameters' gradients differ from the plain backward's"
+    if c["x_grad"] and not close(vector(rec.get("x_grad")), ref["x_grad"], RTOL, ATOL):
+        return "the input's gradient differs from the plain backward's"
+    return ""
+
+
+@check("same gradients as the plain backward", 2.0)
+def gradients(cs: list[dict], recs: list[Result], refs: list[dict]):
+    whys = [_grads_why(c, rec, ref) for c, rec, ref in zip(cs, recs, refs, strict=True)]
+    if not any(whys):
+        return (
+            1.0,
+            "Every gradient equals the plain backward's, with and without an input gradient.",
         )
-        if not oks[1]:
-            msg += (
-                " With an input that does not require grad, a reentrant checkpoint returns an "
-                "output without gradient: pass use_reentrant=False, as in the notes' code."
-            )
-    props.append(prop("same gradients as the plain backward", 2.0, sum(oks) / 2, msg))
+    msg = " ".join(f"{_label(c)}: {why}." for c, why in zip(cs, whys, strict=True) if why) + (
+        " Checkpointing must not change the gradients (Proposition 2.8): let autograd "
+        "recompute each segment (torch.utils.checkpoint), do not detach between segments."
+    )
+    if whys[1]:  # the input of case 1 does not require grad
+        msg += (
+            " With an input that does not require grad, a reentrant checkpoint returns an "
+            "output without gradient: pass use_reentrant=False, as in the notes' code."
+        )
+    return sum(not why for why in whys) / 2, msg
 
-    # 3. and 4. read from the call log of case 0 (k does not divide n)
-    c, rec = cs[0], recs[0]
-    segs = segments(c["n"], c["k"])
-    log = _log(rec)
-    ran = log is not None and not rec.get("error") and not rec.get("backward_error")
-    if not ran:
-        why = rec.get("error") or rec.get("backward_error") or "no call log"
-        cannot = f"Cannot tell: with {label(c)} the forward and backward do not run ({why})."
-        props.append(prop("every layer runs twice: one extra forward", 2.0, 0, cannot))
-        props.append(prop("recomputes segments of k layers", 2.0, 0, cannot))
-        return props
 
+def _cannot(c: dict, rec: Result) -> str | None:
+    """Why the call log of case 0 (k does not divide n) tells nothing, or None."""
+    if _log(rec) is not None and not rec.get("error") and not rec.get("backward_error"):
+        return None
+    why = rec.get("error") or rec.get("backward_error") or "no call log"
+    return f"Cannot tell: with {_label(c)} the forward and backward do not run ({why})."
+
+
+@check("every layer runs twice: one extra forward", 2.0)
+def calls(c: dict, rec: Result):
+    if cannot := _cannot(c, rec):
+        return 0, cannot
+    log, last = _log(rec), set(segments(c["n"], c["k"])[-1])
     calls = [sum(1 for _, i, _ in log if i == j) for j in range(c["n"])]
-    last = set(segs[-1])
     wrong = [j for j in range(c["n"]) if calls[j] != 2 and not (j in last and calls[j] == 1)]
     # the backward of each layer before the last segment differentiates a recomputed call:
     # calling the layers again during the backward pass, and not using them, is no checkpoint
     phase_of = {token: phase for phase, _, token in log}
-    used = {token for _, token in _vjps(rec)}
     stored = sorted(
         {i for i, token in _vjps(rec) if phase_of.get(token) != "backward" and i not in last}
     )
     if not wrong and stored:
-        msg = (
-            f"With {label(c)}, the layers run again during the backward pass, but the "
+        return False, (
+            f"With {_label(c)}, the layers run again during the backward pass, but the "
             f"gradients of layers {stored[:6]} come from their first calls: the stored "
             "activations are used, nothing is recomputed from the checkpoints. Let "
             "torch.utils.checkpoint recompute each segment (Proposition 2.8)."
         )
-        wrong = stored
-    elif not wrong:
-        msg = (
+    if not wrong:
+        return True, (
             f"Each of the {c['n']} layers runs once forward and is recomputed once in the "
             "backward pass."
         )
-    elif all(x == 1 for x in calls):
-        msg = (
-            f"With {label(c)}, every layer runs once: nothing is recomputed, so every "
+    if all(x == 1 for x in calls):
+        return False, (
+            f"With {_label(c)}, every layer runs once: nothing is recomputed, so every "
             "activation was stored. Wrap each segment in torch.utils.checkpoint.checkpoint "
             "(Proposition 2.8)."
         )
-    else:
-        counts = ", ".join(f"layer {j}: {calls[j]}" for j in wrong[:6])
-        msg = (
-            f"With {label(c)}, {counts} calls. Checkpointing runs each layer once forward and "
-            "recomputes it once in the backward pass: 2 calls per layer, one extra forward "
-            "(Proposition 2.8)."
-        )
-    props.append(prop("every layer runs twice: one extra forward", 2.0, not wrong, msg))
+    counts = ", ".join(f"layer {j}: {calls[j]}" for j in wrong[:6])
+    return False, (
+        f"With {_label(c)}, {counts} calls. Checkpointing runs each layer once forward and "
+        "recomputes it once in the backward pass: 2 calls per layer, one extra forward "
+        "(Proposition 2.8)."
+    )
 
-    runs = _runs([i for p, i, token in log if p == "backward" and token in used])
-    expected = segs[::-1]
-    ok = runs in (expected, expected[1:])
-    if ok:
-        msg = (
+
+@check("recomputes segments of k layers", 2.0)
+def recomputed(c: dict, rec: Result):
+    if cannot := _cannot(c, rec):
+        return 0, cannot
+    used = {token for _, token in _vjps(rec)}
+    runs = _runs([i for p, i, token in _log(rec) if p == "backward" and token in used])
+    expected = segments(c["n"], c["k"])[::-1]
+    if runs in (expected, expected[1:]):
+        return True, (
             f"The backward pass recomputes the segments {_spans(expected)}: a checkpoint every "
             f"k = {c['k']} layers, n/k + k units at the peak."
         )
-    elif not runs:
-        msg = f"With {label(c)}, the backward pass recomputes nothing: no layer is checkpointed."
-    else:
-        got = _spans(runs[:8])
-        msg = (
-            f"With {label(c)}, the backward pass recomputes the layers in runs {got}, not in "
-            f"segments of k = {c['k']} layers [0, k), [k, 2k), ... (the last one shorter)."
+    if not runs:
+        return False, (
+            f"With {_label(c)}, the backward pass recomputes nothing: no layer is checkpointed."
         )
-        if all(len(s) == 1 for s in runs):
-            msg += (
-                " Checkpointing every layer on its own stores n checkpoints: the peak is "
-                "n/k + k with k = 1, no saving (Proposition 2.8)."
-            )
-        else:
-            msg += (
-                " k is the number of layers per segment, not the number of segments "
-                "(checkpoint_sequential takes the latter and sizes the segments itself)."
-            )
-    props.append(prop("recomputes segments of k layers", 2.0, ok, msg))
-    return props
+    msg = (
+        f"With {_label(c)}, the backward pass recomputes the layers in runs {_spans(runs[:8])}, "
+        f"not in segments of k = {c['k']} layers [0, k), [k, 2k), ... (the last one shorter)."
+    )
+    if all(len(s) == 1 for s in runs):
+        return False, msg + (
+            " Checkpointing every layer on its own stores n checkpoints: the peak is "
+            "n/k + k with k = 1, no saving (Proposition 2.8)."
+        )
+    return False, msg + (
+        " k is the number of layers per segment, not the number of segments "
+        "(checkpoint_sequential takes the latter and sizes the segments itself)."
+    )
+
+
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
+    """Score output, gradients, call counts and recomputed segments against the plain run;
+    the call counts and the recomputed segments from the call log of case 0."""
+    cs, recs = cases(seed), Result(result).parts("cases", 2)
+    refs = [plain_forward_backward(c) for c in cs]
+    return [
+        output(cs, recs, refs),
+        gradients(cs, recs, refs),
+        calls(cs[0], recs[0]),
+        recomputed(cs[0], recs[0]),
+    ]

@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from autograder.checklib import Property, Result, check, close, error_text, plain, vector
+
 ISOLATED = True  # probe() runs in the probe process; accumulate_gradients, in the student's
 BATCH = 24
 STEPS = (2, 3, 8)  # B/k = 12, 8, 3: never equal to k, so every wrong factor is told apart
@@ -41,10 +43,6 @@ def data(seed: int) -> dict:
         "x": rng.standard_normal((BATCH, D_IN)),
         "y": rng.standard_normal((BATCH, D_OUT)),
     }
-
-
-def _plain(values) -> list:
-    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
 
 
 def _modules(d: dict):
@@ -75,23 +73,15 @@ def _run(student, d: dict, k: int) -> dict:
 
     mlp, loss_fn = _modules(d)
     model = student.hold(mlp)  # the student's process keeps its copy: P reads its .grad
-    x = torch.tensor(d["x"], dtype=torch.float64)
-    y = torch.tensor(d["y"], dtype=torch.float64)
-    rec: dict = {"k": k, "error": None}
+    x, y = (torch.tensor(d[n], dtype=torch.float64) for n in ("x", "y"))
+    rec: dict = {"k": k, "error": student.call(model, loss_fn, x, y, k).error}
     try:
-        student(model, loss_fn, x, y, k)
-    except BaseException as err:  # noqa: BLE001 - anything the student raises
-        rec["error"] = f"{type(err).__name__}: {err}"[:300]
-    try:
-        params = model.parameters()
         rec["grads"] = [
-            g.detach().reshape(-1).tolist() if isinstance(g, torch.Tensor) else None
-            for _, _, _, g in params
+            plain(g.detach().reshape(-1).tolist()) if isinstance(g, torch.Tensor) else None
+            for _, _, _, g in model.parameters()
         ]
-        rec["grads"] = [None if g is None else _plain(g) for g in rec["grads"]]
     except BaseException as err:  # noqa: BLE001
-        rec["error"] = rec["error"] or f"{type(err).__name__}: {err}"[:300]
-        rec["grads"] = None
+        rec["error"], rec["grads"] = rec["error"] or error_text(err), None
     # the model's calls and backward passes, as this process served them
     log = [
         ["forward" if e.kind == "forward" else "backward", int(e.shapes[0][0]) if e.shapes else 0]
@@ -121,15 +111,12 @@ def full_batch_gradient(d: dict) -> np.ndarray:
     return np.concatenate([p.reshape(-1) for p in parts])
 
 
-def _gradient(rec) -> tuple[np.ndarray | None, str]:
-    from autograder.checktools import vector
-
-    if not isinstance(rec, dict):
+def _gradient(run: Result) -> tuple[np.ndarray | None, str]:
+    if not run.data:
         return None, "no result"
-    if rec.get("error"):
-        return None, str(rec["error"])
-    grads = rec.get("grads")
-    sizes = [D_HIDDEN * D_IN, D_HIDDEN, D_OUT * D_HIDDEN, D_OUT]
+    if run.get("error"):
+        return None, str(run.get("error"))
+    grads, sizes = run.get("grads"), [D_HIDDEN * D_IN, D_HIDDEN, D_OUT * D_HIDDEN, D_OUT]
     if not isinstance(grads, list) or len(grads) != 4 or any(g is None for g in grads):
         return None, "some parameters have no gradient (.grad is None): call backward()"
     parts = [vector(g, n) for g, n in zip(grads, sizes, strict=True)]
@@ -143,15 +130,13 @@ def _gradient(rec) -> tuple[np.ndarray | None, str]:
 
 def _factor(g: np.ndarray, ref: np.ndarray) -> float | None:
     """c with g = c·ref (c > 0), or None when g is not a positive multiple of ref."""
-    from autograder.checktools import close
-
     c = float(g @ ref / (ref @ ref))
     return c if c > 0 and close(g, c * ref, rtol=1e-7, atol=1e-12) else None
 
 
-def _schedule(rec, k: int) -> str:
+def _schedule(run: Result, k: int) -> str:
     """'' if the log is k × (forward of B/k, its backward), else what is wrong."""
-    log = rec.get("log") if isinstance(rec, dict) else None
+    log = run.get("log")
     if not isinstance(log, list) or not all(
         isinstance(e, list)
         and len(e) == 2
@@ -206,70 +191,53 @@ def _grouped(notes: list[tuple[int, str]]) -> str:
     return "; ".join(f"k = {', '.join(map(str, ks))}: {why}" for why, ks in groups.items())
 
 
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Score direction, scale and schedule of the accumulated gradients, for each k."""
-    from autograder.checktools import prop
-
-    ref = full_batch_gradient(data(seed))
-    r = result if isinstance(result, dict) else {}
-    runs = r.get("runs") if isinstance(r.get("runs"), list) else []
-    runs = (runs + [None] * len(STEPS))[: len(STEPS)]
-    props = []
-
-    factors, notes = [], []
-    for k, rec in zip(STEPS, runs, strict=True):
-        g, why = _gradient(rec)
-        c = None if g is None else _factor(g, ref)
-        factors.append(c)
-        if c is None:
-            notes.append((k, why or "the gradient is not along the full-batch gradient"))
-    ok = [c is not None for c in factors]
-    msg = (
-        f"For k = {', '.join(map(str, STEPS))} the accumulated gradient points along the "
-        "full-batch gradient: every example is counted once."
-        if all(ok)
-        else _grouped(notes) + ". Run every micro-batch once and let backward() add its "
-        "gradient to .grad: never zero .grad between micro-steps, never skip one (§1.5)."
+@check("proportional to the full-batch gradient", 2.0)
+def direction(found: list[tuple[int, float | None, str]]):
+    if all(c is not None for _, c, _ in found):
+        return 1.0, (
+            f"For k = {', '.join(map(str, STEPS))} the accumulated gradient points along the "
+            "full-batch gradient: every example is counted once."
+        )
+    return sum(c is not None for _, c, _ in found) / len(found), _grouped(
+        [(k, why) for k, c, why in found if c is None]
+    ) + (
+        ". Run every micro-batch once and let backward() add its gradient to .grad: never "
+        "zero .grad between micro-steps, never skip one (§1.5)."
     )
-    props.append(prop("proportional to the full-batch gradient", 2.0, sum(ok) / len(ok), msg))
 
-    judged = [(k, c) for k, c in zip(STEPS, factors, strict=True) if c is not None]
+
+@check("equals the mean-loss gradient", 2.0)
+def scale(found: list[tuple[int, float | None, str]]):
+    judged = [(k, c) for k, c, _ in found if c is not None]
     if not judged:
-        props.append(
-            prop(
-                "equals the mean-loss gradient",
-                2.0,
-                0,
-                "Cannot tell: the gradient never points along the full-batch gradient.",
-            )
-        )
-    else:
-        good = [abs(c - 1) < 1e-6 for _, c in judged]
-        notes = [
-            (k, _scale_note(k, c)) for (k, c), fine in zip(judged, good, strict=True) if not fine
-        ]
-        msg = (
-            "The accumulated gradient equals the gradient of the batch's mean loss."
-            if all(good)
-            else _grouped(notes) + ". By Proposition 1.10 the mean over B examples is the "
-            "average over the k micro-batches of their means: each micro-step loss is a mean "
-            "divided by k."
-        )
-        props.append(prop("equals the mean-loss gradient", 2.0, sum(good) / len(judged), msg))
+        return 0, "Cannot tell: the gradient never points along the full-batch gradient."
+    good = [abs(c - 1) < 1e-6 for _, c in judged]
+    if all(good):
+        return 1.0, "The accumulated gradient equals the gradient of the batch's mean loss."
+    bad = [(k, _scale_note(k, c)) for (k, c), fine in zip(judged, good, strict=True) if not fine]
+    return sum(good) / len(judged), _grouped(bad) + (
+        ". By Proposition 1.10 the mean over B examples is the average over the k "
+        "micro-batches of their means: each micro-step loss is a mean divided by k."
+    )
 
-    bad = [(k, why) for k, rec in zip(STEPS, runs, strict=True) if (why := _schedule(rec, k))]
-    msg = (
-        "The model runs k forward passes on micro-batches of B/k examples, each followed by "
-        "its own backward pass."
-        if not bad
-        else _grouped(bad) + "."
-    )
-    props.append(
-        prop(
-            "one forward and one backward per micro-batch",
-            2.0,
-            1 - len(bad) / len(STEPS),
-            msg,
+
+@check("one forward and one backward per micro-batch", 2.0)
+def schedule(runs: list[Result]):
+    bad = [(k, why) for k, run in zip(STEPS, runs, strict=True) if (why := _schedule(run, k))]
+    if not bad:
+        return 1.0, (
+            "The model runs k forward passes on micro-batches of B/k examples, each followed "
+            "by its own backward pass."
         )
-    )
-    return props
+    return 1 - len(bad) / len(STEPS), _grouped(bad) + "."
+
+
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
+    """Score direction, scale and schedule of the accumulated gradients, for each k."""
+    ref, runs = full_batch_gradient(data(seed)), Result(result).parts("runs", len(STEPS))
+    found = []  # (k, c with the gradient c times the full-batch one, or None; why not)
+    for k, run in zip(STEPS, runs, strict=True):
+        g, why = _gradient(run)
+        c = None if g is None else _factor(g, ref)
+        found.append((k, c, why or "the gradient is not along the full-batch gradient"))
+    return [direction(found), scale(found), schedule(runs)]
