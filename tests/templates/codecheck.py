@@ -14,6 +14,7 @@ from generator.starter import CodeSources, split
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 
 __all__ = [
+    "probed",
     "student_for",
     "TEMPLATES",
     "define",
@@ -69,3 +70,11 @@ def student_for(module, fn):
     """``fn`` as a checks module's probe() gets the student's function: behind the probe
     process's interface when the checks run there (``ISOLATED``)."""
     return local_student(fn) if getattr(module, "ISOLATED", False) else fn
+
+
+def probed(module, fn, seed: int, params: dict | None = None):
+    """A checks module's probe() of ``fn``, as the probe process hands it back: plain
+    data, its records converted (``prober._plain``)."""
+    from autograder.prober import _plain
+
+    return _plain(module.probe(student_for(module, fn), seed, params or {}))

@@ -29,8 +29,8 @@ from tests.templates.codecheck import (
     grade,
     lost,
     names,
+    probed,
     starter,
-    student_for,
 )
 
 LORA = TEMPLATES / "adaptation" / "lora-code"
@@ -44,7 +44,7 @@ GARBAGE = [None, {}, [], "x", {"start": 3, "forward": "x", "fit": [], "main": {"
 def probe_result(folder, fn, seed: int, checks: str = "checks.py"):
     """The probe's result exactly as the sandbox would send it (strict JSON)."""
     module = load_checks(folder, checks).module
-    result = module.probe(student_for(module, fn), seed, {})
+    result = probed(module, fn, seed)
     return json.loads(json.dumps(result, allow_nan=False))
 
 

@@ -26,9 +26,9 @@ from tests.templates.codecheck import (
     grade,
     lost,
     names,
+    probed,
     sources,
     starter,
-    student_for,
 )
 
 DDPM = TEMPLATES / "diffusion" / "ddpm-sampler-code"
@@ -138,7 +138,7 @@ def test_ddpm_probe_measures_the_notes_std_and_is_plain_json():
     """Ex. 9(b): about 0.51 for s = 0.5 and 1.98 for s = 2 with σ_t² = β_t; the check's runs
     draw their s from the seed (one below 1, one above) and expect the same recursion's std."""
     module = load_checks(DDPM, "checks.py").module
-    result = module.probe(student_for(module, cell(DDPM, "ddpm_sample")), 3, {})
+    result = probed(module, cell(DDPM, "ddpm_sample"), 3)
     json.dumps(result, allow_nan=False)
     stds = [math.sqrt(r["sum_sq"] / (2 * module.STD_POINTS)) for r in result["std"]]
     data_stds = module.cases(3)["data_stds"]
@@ -150,7 +150,7 @@ def test_ddpm_probe_measures_the_notes_std_and_is_plain_json():
     def diverging(eps_fn, betas, n, rng):
         return np.full((n, 2), np.nan)
 
-    json.dumps(module.probe(student_for(module, diverging), 3, {}), allow_nan=False)
+    json.dumps(probed(module, diverging, 3), allow_nan=False)
 
 
 BETA_TILDE = (  # σ_t² = β̃_t, the posterior variance, instead of β_t
@@ -369,7 +369,7 @@ def test_bandit_reference_reproduces_the_notes_variances_and_is_plain_json():
     variances = [fn(theta, b, 200_000, rng).var() for b in (0.0, 0.9, 0.1)]
     assert variances == pytest.approx([0.0009, 0.0576, 0.0], rel=0.03, abs=1e-12)
     module = load_checks(BANDIT, "checks.py").module
-    json.dumps(module.probe(student_for(module, fn), 3, {}), allow_nan=False)
+    json.dumps(probed(module, fn, 3), allow_nan=False)
 
 
 # --- circular convolution (Ex. 8) ------------------------------------------------------------
@@ -463,4 +463,4 @@ def test_conv_probe_is_plain_json():
         return conv_pad_and_conv2d(x, w, stride) / 0.0  # inf and nan
 
     for fn in (conv_pad_and_conv2d, exploding):
-        json.dumps(module.probe(student_for(module, fn), 3, {}), allow_nan=False)
+        json.dumps(probed(module, fn, 3), allow_nan=False)

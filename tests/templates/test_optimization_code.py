@@ -22,8 +22,8 @@ from tests.templates.codecheck import (
     grade,
     lost,
     names,
+    probed,
     starter,
-    student_for,
 )
 
 EF = TEMPLATES / "optimization" / "error-feedback-code"
@@ -415,4 +415,4 @@ def test_grade_of_garbage_scores_zero_without_crashing(folder, result):
 def test_probe_results_are_plain_json(folder, name, bad):
     module = load_checks(folder, "checks.py").module
     for fn in (function(folder, "solution.py", name), bad, starter(folder, name)):
-        json.dumps(module.probe(student_for(module, fn), 3, {}), allow_nan=False)
+        json.dumps(probed(module, fn, 3), allow_nan=False)

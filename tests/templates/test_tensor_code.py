@@ -31,8 +31,8 @@ from tests.templates.codecheck import (
     grade,
     lost,
     names,
+    probed,
     starter,
-    student_for,
 )
 
 ATTENTION = TEMPLATES / "systems" / "online-softmax-code"
@@ -114,7 +114,7 @@ def test_a_function_that_returns_nothing_scores_zero(folder):
 def test_probe_results_are_plain_json(folder, fn):
     """What comes out of the sandbox is JSON data: no arrays, no NaN literals."""
     module = load_checks(folder, "checks.py").module
-    json.dumps(module.probe(student_for(module, fn), 1, {}), allow_nan=False)
+    json.dumps(probed(module, fn, 1), allow_nan=False)
 
 
 # --- online-softmax attention (§2.3, Proposition 2.4) -----------------------------------------
@@ -233,7 +233,7 @@ def test_attention_without_a_memory_meter_cannot_tell():
     """Where the sandbox has no meter (sandbox.MEMORY_METERS "off"), the property says so."""
     module = load_checks(ATTENTION, "checks.py").module
     fn = function(ATTENTION, "solution.py", "online_softmax_attention")
-    result = json.loads(json.dumps(module.probe(student_for(module, fn), 1, {})))
+    result = json.loads(json.dumps(probed(module, fn, 1)))
     result["memory"] |= {"peak_bytes": None, "meter": "no memory meter: asked for none"}
     props = grade_result(module.grade, result, 1, {})
     assert lost(props) == {ATTENTION_PROPS["memory"]}

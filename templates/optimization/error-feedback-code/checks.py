@@ -32,10 +32,23 @@ import math
 
 import numpy as np
 
+from autograder.checklib import (
+    Property,
+    Record,
+    Result,
+    Verdict,
+    check,
+    notes,
+    plain,
+    share,
+    vector,
+)
+
 ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
 TOL = 1e-6  # relative to |grad| + |memory|: a float32 computation inside passes
 WORKERS, DIM, ROWS, KEEP, ETA, STEPS = 4, 50, 200, 5, 0.05, 300  # Code 4.9, 300 steps
+CALLS = WORKERS * STEPS  # the run's calls, besides the STEPS − 1 made again
 
 # --- inputs: the same functions in the sandbox (probe) and the trusted process (grade) ----
 
@@ -65,44 +78,19 @@ def problem(seed: int) -> dict:
     return {"hess": hess, "lin": lin, "x_star": np.linalg.solve(sum(hess), sum(lin))}
 
 
-def _vector(x, d: int) -> np.ndarray | str:
-    """A float64 copy of a returned array of d elements, or why it is not one."""
-    try:
-        if hasattr(x, "detach"):  # a torch tensor
-            x = x.detach().cpu().numpy()
-        a = np.array(x, dtype=np.float64)
-    except Exception as err:  # noqa: BLE001
-        return f"not an array of numbers ({type(x).__name__}: {err})"[:300]
-    if a.shape != (d,):
-        return f"shape {a.shape}, expected ({d},)"
-    return a
-
-
-def _call(student, grad: np.ndarray, memory: np.ndarray, k: int):
-    """(compressed, new_memory) as float64 arrays, or a string that says what went wrong."""
-    try:
-        res = student(grad.copy(), memory.copy(), k)
-    except BaseException as err:  # noqa: BLE001 - anything the student raises
-        return f"{type(err).__name__}: {err}"[:300]
-    return _pair(res, grad.size)
-
-
-def _pair(res, n: int):
-    """What one call returned, as (compressed, new_memory) float64 arrays, or why not."""
-    if isinstance(res, BaseException):  # raised in the student's process
-        return f"{type(res).__name__}: {res}"[:300]
-    if not isinstance(res, tuple | list) or len(res) != 2:
-        return f"returned {type(res).__name__}, not a (compressed, new_memory) pair"
-    sent, memory = (_vector(r, n) for r in res)
-    if isinstance(sent, str):
-        return f"compressed: {sent}"
-    if isinstance(memory, str):
-        return f"new_memory: {memory}"
-    return sent, memory
-
-
-def _plain(values) -> list:
-    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
+def _pair(rec: Record, n: int):
+    """What one call returned, as (compressed, new_memory) float64 arrays, or why not (both
+    sides: the run's calls in the probe, the single calls' records in grade)."""
+    if not rec.ok:
+        return rec.error
+    if rec.items is None or len(rec.items) != 2:
+        return f"returned {rec.type}, not a (compressed, new_memory) pair"
+    for name, item in zip(("compressed", "new_memory"), rec.items, strict=True):
+        if item.shape is not None and item.shape != (n,):
+            return f"{name}: shape {item.shape}, expected ({n},)"
+        if item.array() is None:
+            return f"{name}: not an array of numbers ({item.error or item.returned()})"[:300]
+    return rec.items[0].array(), rec.items[1].array()
 
 
 def _unexplained(grads: np.ndarray, memories: np.ndarray, sent: np.ndarray) -> list[str]:
@@ -129,13 +117,7 @@ def probe(student, seed: int, params: dict) -> dict:
     """Single calls on random inputs, then the distributed run of Code 4.9 with the memory:
     the workers of each step in a shuffled order, an earlier call of the run made again
     among them; every call of the run is judged on the memory passed in."""
-    calls = []
-    for c in cases(seed):
-        res = _call(student, c["grad"], c["memory"], c["k"])
-        if isinstance(res, str):
-            calls.append({"error": res})
-        else:
-            calls.append({"error": None, "sent": _plain(res[0]), "memory": _plain(res[1])})
+    calls = [student.call(c["grad"], c["memory"], c["k"]) for c in cases(seed)]
     prob = problem(seed)
     hess, lin = np.stack(prob["hess"]), np.stack(prob["lin"])
     order = np.random.default_rng([seed, 32])  # the workers' order and the calls made again
@@ -152,12 +134,9 @@ def probe(student, seed: int, params: dict) -> dict:
         if steps > 1:  # an earlier call, made again: the same inputs must give the same outputs
             jobs.append(int(order.integers(rows[0])))
         jobs = [jobs[j] for j in order.permutation(len(jobs))]
-        try:  # the step's calls, in one round trip
-            answers = student.map([(given[0, j], given[1, j], KEEP) for j in jobs])
-        except Exception as err:  # noqa: BLE001 - the student's process stopped answering
-            answers = [err] * len(jobs)
-        for j, answer in zip(jobs, answers, strict=True):
-            res = _pair(answer, DIM)
+        recs = student.calls([(given[0, j], given[1, j], KEEP) for j in jobs])  # one round trip
+        for j, rec in zip(jobs, recs, strict=True):
+            res = _pair(rec, DIM)
             if j < rows[0]:
                 again.append((j, res, steps))
             elif isinstance(res, str):
@@ -179,7 +158,7 @@ def probe(student, seed: int, params: dict) -> dict:
         for j, res, t in again
         if isinstance(res, str) or not all(map(_alike, res, got[:, j]))
     ]
-    train = {"x": _plain(x), "steps": steps, "error": error, "calls": done}
+    train = {"x": plain(x), "steps": steps, "error": error, "calls": done}
     train.update(replays=len(again), unexplained=len(odd), differ=len(differ))
     train.update(first_unexplained=(odd or [None])[0], first_differ=(differ or [None])[0])
     return {"calls": calls, "train": train}
@@ -217,88 +196,60 @@ def reference_gaps(seed: int) -> tuple[float, float]:
     return out[0], out[1]
 
 
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Score the single calls against top_k(grad + memory) and the run against the reference."""
-    from autograder.checktools import prop, vector
+def _verdicts(i: int, c: dict, rec: Record) -> tuple[Verdict, Verdict, Verdict]:
+    """One single call: (exactly k sent, the k largest sent, nothing lost), each with why not."""
+    where, v = f"call {i + 1} (d = {c['grad'].size}, k = {c['k']})", c["grad"] + c["memory"]
+    res = _pair(rec, v.size)
+    if not isinstance(res, str) and not np.all(np.isfinite(res[0])):
+        res = f"the output is not {v.size} finite numbers"
+    if isinstance(res, str):
+        return (Verdict(False, f"{where}: {res}."),) * 3
+    sent, mem = res
+    kept = sent != 0
+    scale = TOL * (np.abs(c["grad"]) + np.abs(c["memory"])) + 1e-12  # rounding of v
+    nnz = int(kept.sum())
+    count = Verdict(nnz == c["k"], f"{where}: {nnz} nonzero entries sent.")
+    if nnz == 0:
+        choice = Verdict(False, f"{where}: nothing is sent.")
+    elif not (nnz == v.size or np.abs(v[kept]).min() >= np.abs(v[~kept]).max()):
+        choice = Verdict(False, f"{where}: a dropped entry has a larger |grad + memory|.")
+    else:
+        values = bool(np.all(np.abs(sent - v)[kept] <= scale[kept]))
+        choice = Verdict(values, f"{where}: the values sent are not those of grad + memory.")
+    lost = not np.all(np.abs(sent + mem - v) <= scale)
+    memory = Verdict(not lost, f"{where}: new_memory ≠ grad + memory − compressed.")
+    return count, choice, memory
 
-    r = result if isinstance(result, dict) else {}
-    calls = r.get("calls") if isinstance(r.get("calls"), list) else []
-    cs = cases(seed)
-    calls = (calls + [None] * len(cs))[: len(cs)]
-    count_ok, choice_ok, memory_ok = [], [], []
-    count_notes, choice_notes, memory_notes = [], [], []
-    for i, (c, rec) in enumerate(zip(cs, calls, strict=True)):
-        where = f"call {i + 1} (d = {c['grad'].size}, k = {c['k']})"
-        v = c["grad"] + c["memory"]
-        if not isinstance(rec, dict) or rec.get("error"):
-            why = rec.get("error") if isinstance(rec, dict) else "no result"
-            for oks, notes in ((count_ok, count_notes), (choice_ok, choice_notes)):
-                oks.append(False)
-                notes.append(f"{where}: {why}.")
-            memory_ok.append(False)
-            memory_notes.append(f"{where}: {why}.")
-            continue
-        sent, mem = vector(rec.get("sent"), v.size), vector(rec.get("memory"), v.size)
-        if sent is None or mem is None or not np.all(np.isfinite(sent)):
-            for oks, notes in ((count_ok, count_notes), (choice_ok, choice_notes)):
-                oks.append(False)
-                notes.append(f"{where}: the output is not {v.size} finite numbers.")
-            memory_ok.append(False)
-            memory_notes.append(f"{where}: the output is not {v.size} finite numbers.")
-            continue
-        kept = sent != 0
-        scale = TOL * (np.abs(c["grad"]) + np.abs(c["memory"])) + 1e-12  # rounding of v
-        nnz = int(kept.sum())
-        count_ok.append(nnz == c["k"])
-        if nnz != c["k"]:
-            count_notes.append(f"{where}: {nnz} nonzero entries sent.")
-        if nnz == 0:
-            choice_ok.append(False)
-            choice_notes.append(f"{where}: nothing is sent.")
-        else:
-            values = np.all(np.abs(sent - v)[kept] <= scale[kept])
-            largest = nnz == v.size or np.abs(v[kept]).min() >= np.abs(v[~kept]).max()
-            choice_ok.append(bool(values and largest))
-            if not largest:
-                choice_notes.append(f"{where}: a dropped entry has a larger |grad + memory|.")
-            elif not values:
-                choice_notes.append(f"{where}: the values sent are not those of grad + memory.")
-        ok = bool(np.all(np.abs(sent + mem - v) <= scale))  # nothing lost
-        memory_ok.append(ok)
-        if not ok:
-            memory_notes.append(f"{where}: new_memory ≠ grad + memory − compressed.")
 
-    n = len(cs)
-    props = [
-        prop(
-            "exactly k entries sent",
-            1.0,
-            sum(count_ok) / n,
-            "Each call sends exactly k nonzero entries."
-            if all(count_ok)
-            else " ".join(count_notes) + " Top-k sends exactly k of the d coordinates (§4.2).",
-        ),
-        prop(
-            "the k largest |grad + memory| are sent",
-            2.0,
-            sum(choice_ok) / n,
-            "The entries sent are the k largest |grad + memory|, with their values."
-            if all(choice_ok)
-            else " ".join(choice_notes) + " Compress v = grad + memory, not grad alone, and "
-            "rank the entries by magnitude |v_i|: negative entries count too (Code 4.9).",
-        ),
-        prop(
-            "the memory keeps what was not sent",
-            2.0,
-            sum(memory_ok) / n,
-            "new_memory = grad + memory − compressed: nothing is lost."
-            if all(memory_ok)
-            else " ".join(memory_notes) + " Error feedback remembers exactly what it did not "
-            "send, e ← v − C(v), so that compressed + new_memory = grad + memory (Theorem 4.8).",
-        ),
-    ]
+@check("exactly k entries sent", 1.0)
+def count_sent(vs: list[Verdict]):
+    if all(vs):
+        return 1.0, "Each call sends exactly k nonzero entries."
+    return share(vs), notes(vs, len(vs)) + " Top-k sends exactly k of the d coordinates (§4.2)."
 
-    run = r.get("train") if isinstance(r.get("train"), dict) else {}
+
+@check("the k largest |grad + memory| are sent", 2.0)
+def largest_sent(vs: list[Verdict]):
+    if all(vs):
+        return 1.0, "The entries sent are the k largest |grad + memory|, with their values."
+    return share(vs), notes(vs, len(vs)) + (
+        " Compress v = grad + memory, not grad alone, and rank the entries by magnitude |v_i|:"
+        " negative entries count too (Code 4.9)."
+    )
+
+
+@check("the memory keeps what was not sent", 2.0)
+def memory_kept(vs: list[Verdict]):
+    if all(vs):
+        return 1.0, "new_memory = grad + memory − compressed: nothing is lost."
+    return share(vs), notes(vs, len(vs)) + (
+        " Error feedback remembers exactly what it did not send, e ← v − C(v), so that"
+        " compressed + new_memory = grad + memory (Theorem 4.8)."
+    )
+
+
+@check("converges where top-k without memory stalls", 3.0)
+def converges(run: Result, seed: int):
     x = vector(run.get("x"), DIM)
     what = (
         f"the least-squares run of Code 4.9 ({WORKERS} workers with different data, "
@@ -306,65 +257,46 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
     )
     if run.get("error") or x is None or run.get("steps") != STEPS:
         why = run.get("error") if isinstance(run.get("error"), str) else "no usable iterate"
-        props.append(
-            prop("converges where top-k without memory stalls", 3.0, 0, f"In {what}: {why}.")
-        )
-        return props
-    counts = [run.get(k) for k in ("calls", "replays", "unexplained", "differ")]
-    if not all(type(v) is int and v >= 0 for v in counts) or counts[:2] != [
-        WORKERS * STEPS,
-        STEPS - 1,
-    ]:
-        props.append(
-            prop(
-                "converges where top-k without memory stalls",
-                3.0,
-                0,
-                f"In {what}: no usable record of the run's calls.",
-            )
-        )
-        return props
+        return 0, f"In {what}: {why}."
+    counts, made = [run.get(k) for k in ("calls", "replays", "unexplained", "differ")], STEPS - 1
+    if not all(type(v) is int and v >= 0 for v in counts) or counts[:2] != [CALLS, made]:
+        return 0, f"In {what}: no usable record of the run's calls."
     unexplained, differ = counts[2:]
     if unexplained or differ:
-        if unexplained:
-            first = str(run.get("first_unexplained"))[:200]
-            why = (
-                f"{unexplained} of the {WORKERS * STEPS} calls sent what the memory passed in "
-                f"does not explain (the first: {first})"
-            )
-        else:
-            first = str(run.get("first_differ"))[:200]
-            why = (
-                f"{differ} of the {STEPS - 1} calls made again with the same (grad, memory, "
-                f"k) returned something else (the first: {first})"
-            )
-        props.append(
-            prop(
-                "converges where top-k without memory stalls",
-                3.0,
-                0,
-                f"In {what}, {why}. The run converges only through the memory passed in and "
-                "returned: topk_ef_step must be a function of (grad, memory, k), keeping "
-                "nothing between calls (the workers' calls come in any order), and send the "
-                "k largest |grad + memory| (Code 4.9).",
-            )
+        why = (
+            f"{unexplained} of the {CALLS} calls sent what the memory passed in does not "
+            f"explain (the first: {str(run.get('first_unexplained'))[:200]})"
+            if unexplained
+            else f"{differ} of the {made} calls made again with the same (grad, memory, k) "
+            f"returned something else (the first: {str(run.get('first_differ'))[:200]})"
         )
-        return props
-    prob = problem(seed)
-    gap = _gap(prob, x)
+        return 0, (
+            f"In {what}, {why}. The run converges only through the memory passed in and "
+            "returned: topk_ef_step must be a function of (grad, memory, k), keeping "
+            "nothing between calls (the workers' calls come in any order), and send the "
+            "k largest |grad + memory| (Code 4.9)."
+        )
+    gap = _gap(problem(seed), x)
     with_memory, without = reference_gaps(seed)
     threshold = math.sqrt(with_memory * without)  # geometric middle of the two behaviours
     if gap <= threshold:
-        msg = (
+        return 1.0, (
             f"In {what}, f − f* = {gap:.2g}: error feedback converges where top-k without "
             "memory stalls (Theorem 4.8)."
         )
-    else:
-        state = "stalls like top-k without memory" if gap < 10 * without else "diverges"
-        msg = (
-            f"In {what}, f − f* = {gap:.2g}: the run {state}. Error feedback sends C(v) of "
-            "v = e + g and keeps e ← v − C(v): the coordinates that are never among the k "
-            "largest accumulate in the memory until they are sent (Theorem 4.8, Code 4.9)."
-        )
-    props.append(prop("converges where top-k without memory stalls", 3.0, gap <= threshold, msg))
-    return props
+    state = "stalls like top-k without memory" if gap < 10 * without else "diverges"
+    return 0.0, (
+        f"In {what}, f − f* = {gap:.2g}: the run {state}. Error feedback sends C(v) of "
+        "v = e + g and keeps e ← v − C(v): the coordinates that are never among the k "
+        "largest accumulate in the memory until they are sent (Theorem 4.8, Code 4.9)."
+    )
+
+
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
+    """Score the single calls against top_k(grad + memory) and the run against the reference."""
+    r, cs = Result(result), cases(seed)
+    recs = r.records("calls", len(cs))
+    single = (_verdicts(i, c, rec) for i, (c, rec) in enumerate(zip(cs, recs, strict=True)))
+    count, choice, memory = map(list, zip(*single, strict=True))
+    train = converges(r.part("train"), seed)
+    return [count_sent(count), largest_sent(choice), memory_kept(memory), train]

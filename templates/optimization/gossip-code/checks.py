@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from autograder.checklib import Property, Record, Result, Verdict, check, notes, share
+
 ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
 TOL = 1e-9  # W, the mean: float64 arithmetic on p ≤ 25 values
@@ -123,52 +125,9 @@ def cases(seed: int) -> list[dict]:
     return out
 
 
-def _plain(values) -> list:
-    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
-
-
-def _array(x):
-    if hasattr(x, "detach"):  # a torch tensor
-        x = x.detach().cpu().numpy()
-    return np.array(x, dtype=np.float64)
-
-
-def _call(student, c: dict) -> dict:
-    p = c["x"].size
-    try:
-        res = student(c["adj"].copy(), c["x"].copy(), c["eps"])
-    except BaseException as err:  # noqa: BLE001 - anything the student raises
-        return {"error": f"{type(err).__name__}: {err}"[:300]}
-    if not isinstance(res, tuple | list) or len(res) != 4:
-        return {"error": f"returned {type(res).__name__}, not (W, lam, rounds, x_out)"}
-    rec: dict = {"error": None}
-    try:
-        W = _array(res[0])
-        rec["W"] = [_plain(row) for row in W] if W.shape == (p, p) else None
-    except Exception as err:  # noqa: BLE001
-        rec["W"] = None
-        rec["W_error"] = f"{type(err).__name__}: {err}"[:300]
-    try:
-        lam = _array(res[1]).reshape(-1)
-        rec["lam"] = _plain(lam[:1])[0] if lam.size == 1 else None
-    except Exception:  # noqa: BLE001
-        rec["lam"] = None
-    rounds = res[2]
-    try:
-        rec["rounds"] = int(rounds) if float(rounds) == int(rounds) else None
-    except Exception:  # noqa: BLE001
-        rec["rounds"] = None
-    try:
-        x_out = _array(res[3]).reshape(-1)
-        rec["x_out"] = _plain(x_out) if x_out.size == p else None
-    except Exception:  # noqa: BLE001
-        rec["x_out"] = None
-    return rec
-
-
 def probe(student, seed: int, params: dict) -> dict:
     """Call ``gossip`` on the seed's four graphs; return W, λ, the rounds and x_out."""
-    return {"graphs": [_call(student, c) for c in cases(seed)]}
+    return {"graphs": [student.call(c["adj"], c["x"], c["eps"]) for c in cases(seed)]}
 
 
 # --- grade (trusted) ---------------------------------------------------------------------
@@ -215,142 +174,138 @@ def _after(W: np.ndarray, x: np.ndarray, t: int, x_out: np.ndarray, scale: float
         return bool(np.all(np.abs(x_out - reached) <= TOL * scale))
 
 
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
+def _read(rec: Record, p: int):
+    """(W, λ, rounds, x_out) of one call, each None where unusable; or why there are none."""
+    if not rec.ok:
+        return rec.error
+    if rec.items is None or len(rec.items) != 4:
+        return f"returned {rec.type}, not (W, lam, rounds, x_out)"
+    W, lam, rounds, x_out = rec.items
+    # checklib candidate: float(value) of a record, by Python's rules (as pass-at-k's _float)
+    kind = (rounds.type, rounds.shape)
+    converts = kind[0] in ("float", "bool", "Tensor") or kind == ("ndarray", ())
+    t = rounds.number() if converts else None  # 124.0, a 0-d array or 1-element tensor
+    if rounds.integer is not None and rounds.integer.bit_length() < 1000:
+        t = rounds.integer  # a Python int, exactly
+    W, x_out = W.array(), x_out.array()
+    return (
+        W if W is not None and W.shape == (p, p) else None,
+        lam.number(),
+        int(t) if t is not None and math.isfinite(t) and float(t) == int(t) else None,
+        x_out.reshape(-1) if x_out is not None and x_out.size == p else None,
+    )
+
+
+def _verdicts(c: dict, rec: Record) -> list[Verdict]:
+    """W, λ, the rounds and x_out on one graph; λ, the rounds and x_out judged with the
+    student's own W (the reference W if theirs is unusable)."""
+    where, x, eps = c["name"], c["x"], c["eps"]
+    got = _read(rec, x.size)
+    if isinstance(got, str):
+        return [Verdict(False, f"{where}: {got}.")] * 4
+    W, lam, rounds, x_out = got
+    verdict = _matrix_verdict(W, c["adj"])
+    out = [Verdict(verdict is None, f"{where}: {verdict}.")]
+    usable = W is not None and np.all(np.isfinite(W))
+    own = W if usable else metropolis(c["adj"])
+    expected = _second_modulus(own)
+    ok = lam is not None and np.isfinite(lam) and abs(lam - expected) <= LAM_TOL
+    hint = ""
+    if not ok:
+        eig = np.linalg.eigvals(own)
+        if lam is not None and abs(lam - 1) <= LAM_TOL:
+            hint = " (that is the eigenvalue 1 of the consensus, not the second)"
+        elif lam is not None and abs(lam - np.sort(eig.real)[-2]) <= LAM_TOL:
+            hint = " (the second-largest eigenvalue, not modulus: a negative one can dominate)"
+        elif lam is not None and abs(lam - (1 - expected)) <= LAM_TOL:
+            hint = " (that is the spectral gap 1 − λ)"
+        elif usable and not np.allclose(W, W.T, atol=TOL):
+            hint = " (eigvalsh assumes a symmetric matrix)"
+    w_name = "your W" if usable else "W"
+    why = f"{where}: λ is not the second-largest |eigenvalue| of {w_name}{hint}."
+    out.append(Verdict(bool(ok), why))
+    # rounds, simulated with the student's W
+    expected_rounds = simulate(own, x.copy(), eps)[0]
+    if type(rounds) is int and rounds == expected_rounds:
+        why = ""
+    elif type(rounds) is not int:
+        why = "the rounds are not a whole number"
+    elif expected_rounds is None:
+        why = f"your W does not mix in {MAX_ROUNDS} rounds"
+    elif 0 < expected < 1 and rounds == math.ceil(math.log(1 / eps) / math.log(1 / expected)):
+        why = "that is the bound of Proposition 4.14; simulate x ← W x and count"
+    else:
+        why = f"{rounds} rounds do not match a simulation with your W"
+    out.append(Verdict(not why, f"{where} (ε = {eps:g}): {why}."))
+    # x_out: what the gossip with the student's W gave, the mean kept, within ε of it
+    scale = np.abs(x).max()
+    steps = {t for t in (expected_rounds, rounds) if type(t) is int and 0 <= t <= MAX_ROUNDS}
+    if x_out is None or not np.all(np.isfinite(x_out)):
+        why = f"x_out is not {x.size} finite numbers"
+    elif not any(_after(own, x, t, x_out, scale) for t in steps):
+        why = (
+            "x_out is not Wᵗ x, the values that t rounds x ← W x with your W reach (t your "
+            "rounds, or a simulation's)"
+        )
+    elif abs(x_out.mean() - x.mean()) > TOL * scale:
+        why = "the mean of x_out is not the mean of x"
+    elif np.linalg.norm(x_out - x.mean()) > eps * np.linalg.norm(x - x.mean()) * (1 + 1e-9):
+        why = "x_out is not within ε of the consensus"
+    else:
+        why = ""
+    out.append(Verdict(not why, f"{where}: {why}."))
+    return out
+
+
+# checklib candidate: a property that is one verdict per case (all hold, or the notes of all)
+def _all(vs: list[Verdict], good: str, advice: str) -> tuple[float, str]:
+    return (1.0, good) if all(vs) else (share(vs), notes(vs, len(vs)) + advice)
+
+
+@check("W is symmetric, doubly stochastic, 1/(degree + 1) on regular graphs", 2.0)
+def matrix_ok(vs: list[Verdict]):
+    return _all(
+        vs,
+        "W is a symmetric, doubly stochastic gossip matrix of each graph.",
+        " Proposition 4.14 needs W symmetric and doubly stochastic, with weights on the "
+        "graph's edges only; on the ring and the torus, 1/(degree + 1) (Example 4.15, "
+        "Exercise 10).",
+    )
+
+
+@check("λ is the second-largest eigenvalue modulus of W", 1.0)
+def lambda_ok(vs: list[Verdict]):
+    return _all(
+        vs,
+        "λ is the second-largest |eigenvalue| of W.",
+        " λ = max |μ| over the eigenvalues μ of W other than the eigenvalue 1 of the "
+        "consensus (Proposition 4.14).",
+    )
+
+
+@check("rounds to divide the disagreement by 1/ε", 2.0)
+def rounds_ok(vs: list[Verdict]):
+    return _all(
+        vs,
+        "The rounds match a simulation of x ← W x, within the bound of Proposition 4.14.",
+        " Count the rounds x ← W x, from 0, until ‖x − x̄‖ ≤ ε‖x₀ − x̄‖; Proposition 4.14 "
+        "only bounds them by ⌈ln(1/ε)/ln(1/λ)⌉ (Exercise 10).",
+    )
+
+
+@check("gossip keeps the mean and reaches it within ε", 1.0)
+def mean_ok(vs: list[Verdict]):
+    return _all(
+        vs,
+        "x_out keeps the mean of x and is within ε of the consensus.",
+        " A doubly stochastic W keeps the mean: 1ᵀW x = 1ᵀx, so gossip converges to the "
+        "average x̄ (Proposition 4.14).",
+    )
+
+
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
     """Check W, λ of the student's W, the rounds with the student's W, and x_out."""
-    from autograder.checktools import matrix, prop, vector
-
     cs = cases(seed)
-    r = result if isinstance(result, dict) else {}
-    recs = r.get("graphs") if isinstance(r.get("graphs"), list) else []
-    recs = [x if isinstance(x, dict) else {} for x in (recs + [None] * len(cs))[: len(cs)]]
-    w_ok, lam_ok, rounds_ok, mean_ok = [], [], [], []
-    w_notes, lam_notes, rounds_notes, mean_notes = [], [], [], []
-    for c, rec in zip(cs, recs, strict=True):
-        where = c["name"]
-        p = c["x"].size
-        if rec.get("error") or not rec:
-            why = f"{where}: {rec.get('error') or 'no result'}."
-            for oks, notes in (
-                (w_ok, w_notes),
-                (lam_ok, lam_notes),
-                (rounds_ok, rounds_notes),
-                (mean_ok, mean_notes),
-            ):
-                oks.append(False)
-                notes.append(why)
-            continue
-        W = matrix(rec.get("W"))
-        W = W if W is not None and W.shape == (p, p) else None
-        verdict = _matrix_verdict(W, c["adj"])
-        w_ok.append(verdict is None)
-        if verdict:
-            w_notes.append(f"{where}: {verdict}.")
-        # λ of the student's own W (the reference W if theirs is unusable)
-        usable = W is not None and np.all(np.isfinite(W))
-        own = W if usable else metropolis(c["adj"])
-        lam = vector([rec.get("lam")], 1) if rec.get("lam") is not None else None
-        expected = _second_modulus(own)
-        ok = lam is not None and np.isfinite(lam[0]) and abs(lam[0] - expected) <= LAM_TOL
-        lam_ok.append(bool(ok))
-        if not ok:
-            eig = np.linalg.eigvals(own)
-            hint = ""
-            if lam is not None and abs(lam[0] - 1) <= LAM_TOL:
-                hint = " (that is the eigenvalue 1 of the consensus, not the second)"
-            elif lam is not None and abs(lam[0] - np.sort(eig.real)[-2]) <= LAM_TOL:
-                hint = " (the second-largest eigenvalue, not modulus: a negative one can dominate)"
-            elif lam is not None and abs(lam[0] - (1 - expected)) <= LAM_TOL:
-                hint = " (that is the spectral gap 1 − λ)"
-            elif usable and not np.allclose(W, W.T, atol=TOL):
-                hint = " (eigvalsh assumes a symmetric matrix)"
-            w_name = "your W" if usable else "W"
-            lam_notes.append(
-                f"{where}: λ is not the second-largest |eigenvalue| of {w_name}{hint}."
-            )
-        # rounds, simulated with the student's W
-        expected_rounds = simulate(own, c["x"].copy(), c["eps"])[0]
-        got = rec.get("rounds")
-        ok = type(got) is int and got == expected_rounds
-        rounds_ok.append(ok)
-        if not ok:
-            lam_own = _second_modulus(own)
-            bound = (
-                math.ceil(math.log(1 / c["eps"]) / math.log(1 / lam_own))
-                if 0 < lam_own < 1
-                else None
-            )
-            if type(got) is not int:
-                why = "the rounds are not a whole number"
-            elif expected_rounds is None:
-                why = f"your W does not mix in {MAX_ROUNDS} rounds"
-            elif got == bound:
-                why = "that is the bound of Proposition 4.14; simulate x ← W x and count"
-            else:
-                why = f"{got} rounds do not match a simulation with your W"
-            rounds_notes.append(f"{where} (ε = {c['eps']:g}): {why}.")
-        # x_out: what the gossip with the student's W gave, the mean kept, within ε of it
-        x_out = vector(rec.get("x_out"), p)
-        x = c["x"]
-        scale = np.abs(x).max()
-        steps = {t for t in (expected_rounds, got) if type(t) is int and 0 <= t <= MAX_ROUNDS}
-        if x_out is None or not np.all(np.isfinite(x_out)):
-            mean_ok.append(False)
-            mean_notes.append(f"{where}: x_out is not {p} finite numbers.")
-        elif not any(_after(own, x, t, x_out, scale) for t in steps):
-            mean_ok.append(False)
-            mean_notes.append(
-                f"{where}: x_out is not Wᵗ x, the values that t rounds x ← W x with your W "
-                "reach (t your rounds, or a simulation's)."
-            )
-        elif abs(x_out.mean() - x.mean()) > TOL * scale:
-            mean_ok.append(False)
-            mean_notes.append(f"{where}: the mean of x_out is not the mean of x.")
-        elif np.linalg.norm(x_out - x.mean()) > c["eps"] * np.linalg.norm(x - x.mean()) * (
-            1 + 1e-9
-        ):
-            mean_ok.append(False)
-            mean_notes.append(f"{where}: x_out is not within ε of the consensus.")
-        else:
-            mean_ok.append(True)
-
-    n = len(cs)
-    return [
-        prop(
-            "W is symmetric, doubly stochastic, 1/(degree + 1) on regular graphs",
-            2.0,
-            sum(w_ok) / n,
-            "W is a symmetric, doubly stochastic gossip matrix of each graph."
-            if all(w_ok)
-            else " ".join(w_notes) + " Proposition 4.14 needs W symmetric and doubly stochastic, "
-            "with weights on the graph's edges only; on the ring and the torus, 1/(degree + 1) "
-            "(Example 4.15, Exercise 10).",
-        ),
-        prop(
-            "λ is the second-largest eigenvalue modulus of W",
-            1.0,
-            sum(lam_ok) / n,
-            "λ is the second-largest |eigenvalue| of W."
-            if all(lam_ok)
-            else " ".join(lam_notes) + " λ = max |μ| over the eigenvalues μ of W other than the "
-            "eigenvalue 1 of the consensus (Proposition 4.14).",
-        ),
-        prop(
-            "rounds to divide the disagreement by 1/ε",
-            2.0,
-            sum(rounds_ok) / n,
-            "The rounds match a simulation of x ← W x, within the bound of Proposition 4.14."
-            if all(rounds_ok)
-            else " ".join(rounds_notes) + " Count the rounds x ← W x, from 0, until "
-            "‖x − x̄‖ ≤ ε‖x₀ − x̄‖; Proposition 4.14 only bounds them by ⌈ln(1/ε)/ln(1/λ)⌉ "
-            "(Exercise 10).",
-        ),
-        prop(
-            "gossip keeps the mean and reaches it within ε",
-            1.0,
-            sum(mean_ok) / n,
-            "x_out keeps the mean of x and is within ε of the consensus."
-            if all(mean_ok)
-            else " ".join(mean_notes) + " A doubly stochastic W keeps the mean: 1ᵀW x = 1ᵀx, "
-            "so gossip converges to the average x̄ (Proposition 4.14).",
-        ),
-    ]
+    recs = Result(result).records("graphs", len(cs))
+    w, lam, rounds, mean = map(list, zip(*map(_verdicts, cs, recs), strict=True))
+    return [matrix_ok(w), lambda_ok(lam), rounds_ok(rounds), mean_ok(mean)]

@@ -21,9 +21,19 @@ round averages the one array they all hold: p copies of the last worker's model)
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+
+from autograder.checklib import (
+    Property,
+    Record,
+    Result,
+    Verdict,
+    check,
+    matrix,
+    notes,
+    plain,
+    share,
+)
 
 ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
@@ -65,10 +75,6 @@ def _grad(prob: dict, i: int, x: np.ndarray, rng: np.random.Generator) -> np.nda
     return prob["curv"][i] * (x - prob["center"][i]) + NOISE * rng.standard_normal(DIM)
 
 
-def _plain(values) -> list:
-    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
-
-
 class _Run:
     """The gradient functions and the communication round of one run, with their logs."""
 
@@ -87,7 +93,7 @@ class _Run:
                 raise ValueError(f"grads[{i}] expects a model of {DIM} elements, got {x.size}")
             self.calls[i] += 1
             if len(self.points[i]) < MAX_CALLS:
-                self.points[i].append(_plain(x))
+                self.points[i].append(plain(x))
             return _grad(self.prob, i, x, self.rngs[i])
 
         return grad
@@ -101,23 +107,8 @@ class _Run:
             )
         self.rounds.append(list(self.calls))
         if len(self.sent) < MAX_ROUNDS:
-            self.sent.append([_plain(row) for row in stacked])
+            self.sent.append([plain(row) for row in stacked])
         return stacked.mean(axis=0)
-
-
-def _models(out) -> list | str:
-    """The returned models as plain lists, or why they are not p models of d elements."""
-    try:
-        if isinstance(out, list | tuple):
-            out = [m.detach().cpu().numpy() if hasattr(m, "detach") else m for m in out]
-        elif hasattr(out, "detach"):
-            out = out.detach().cpu().numpy()
-        a = np.array(out, dtype=np.float64)
-    except Exception as err:  # noqa: BLE001
-        return f"the result is not a list of models ({type(out).__name__}: {err})"[:300]
-    if a.shape != (WORKERS, DIM):
-        return f"returned shape {a.shape}; return the list of the {WORKERS} models ({DIM} each)"
-    return [_plain(row) for row in a]
 
 
 def probe(student, seed: int, params: dict) -> dict:
@@ -127,23 +118,9 @@ def probe(student, seed: int, params: dict) -> dict:
     for r, (h, t) in enumerate(prob["runs"]):
         log = _Run(prob, seed, r)
         grads = [log.grad_fn(i) for i in range(WORKERS)]
-        try:
-            out = student(grads, prob["x0"].copy(), LR, t, h, log.average)
-            models, error = _models(out), None
-            if isinstance(models, str):
-                models, error = None, models
-        except BaseException as err:  # noqa: BLE001 - anything the student raises
-            models, error = None, f"{type(err).__name__}: {err}"[:300]
-        runs.append(
-            {
-                "error": error,
-                "models": models,
-                "rounds": log.rounds,
-                "sent": log.sent,
-                "calls": log.calls,
-                "points": log.points,
-            }
-        )
+        models = student.call(grads, prob["x0"], LR, t, h, log.average)
+        runs.append({"models": models, "rounds": log.rounds, "sent": log.sent})
+        runs[-1].update(calls=log.calls, points=log.points)
     return {"runs": runs}
 
 
@@ -164,13 +141,24 @@ def reference(seed: int, run: int) -> np.ndarray:
 
 
 def _matrix(x, shape: tuple[int, int]) -> np.ndarray | None:
-    from autograder.checktools import matrix
-
     m = matrix(x)
     return m if m is not None and m.shape == shape and np.all(np.isfinite(m)) else None
 
 
-def _stepped(seed: int, run: int, rec: dict, k: int) -> np.ndarray | None:
+def _models(rec: Record) -> tuple[np.ndarray | None, str | None]:
+    """The p models returned (None unless finite), and why the call returned none."""
+    if not rec.ok:
+        return None, rec.error
+    if rec.shape is None:
+        return None, f"the result is not a list of models ({rec.returned()})"
+    if rec.shape != (WORKERS, DIM):
+        asked = f"return the list of the {WORKERS} models ({DIM} each)"
+        return None, f"returned shape {rec.shape}; {asked}"
+    a = rec.array()
+    return (a if a is not None and np.all(np.isfinite(a)) else None), None
+
+
+def _stepped(seed: int, run: int, rec: Result, k: int) -> np.ndarray | None:
     """The workers' models after their step k: x − η g at the point x of each worker's
     gradient call k and the gradient g served there (the k-th draw of its noise)."""
     prob, points = problem(seed), rec.get("points")
@@ -186,7 +174,7 @@ def _stepped(seed: int, run: int, rec: dict, k: int) -> np.ndarray | None:
     return np.array(out)
 
 
-def _averaged_ok(seed: int, run: int, rec: dict, h: int) -> tuple[bool, str]:
+def _averaged_ok(seed: int, run: int, rec: Result, h: int) -> tuple[bool, str]:
     """Each round was given the workers' models after their step kH, in any order; or,
     where the workers step one shared array in turn (each gradient call at the model the
     previous worker stepped to), p copies of that array."""
@@ -200,7 +188,7 @@ def _averaged_ok(seed: int, run: int, rec: dict, h: int) -> tuple[bool, str]:
         same = np.isclose(got[:, None, :], want[None, :, :], rtol=RTOL, atol=ATOL).all(axis=2)
         if any(len(m) == WORKERS for m in _matchings(same)):
             continue
-        points = _matrix([p[k * h - 1] for p in rec["points"]], (WORKERS, DIM))
+        points = _matrix([p[k * h - 1] for p in rec.get("points")], (WORKERS, DIM))
         chained = points is not None and np.allclose(points[1:], want[:-1], rtol=RTOL, atol=ATOL)
         if chained and same[:, -1].all():
             continue
@@ -219,7 +207,7 @@ def _matchings(same: np.ndarray) -> list[list[int]]:
     return out
 
 
-def _rounds_ok(rec: dict, h: int, t: int, seed: int, run: int) -> tuple[bool, str]:
+def _rounds_ok(rec: Result, h: int, t: int, seed: int, run: int) -> tuple[bool, str]:
     rounds = rec.get("rounds")
     if not isinstance(rounds, list):
         return False, "no log of the rounds"
@@ -238,7 +226,7 @@ def _rounds_ok(rec: dict, h: int, t: int, seed: int, run: int) -> tuple[bool, st
     return False, "average was called at the wrong steps"
 
 
-def _restarts_ok(rec: dict, h: int, t: int) -> tuple[bool, str]:
+def _restarts_ok(rec: Result, models: np.ndarray | None, h: int, t: int) -> tuple[bool, str]:
     """At each worker's call kH + 1, and at the end when H divides T, one common model."""
     points = rec.get("points")
     if not (isinstance(points, list) and len(points) == WORKERS):
@@ -252,7 +240,6 @@ def _restarts_ok(rec: dict, h: int, t: int) -> tuple[bool, str]:
         if not all(np.allclose(x, xs[0], rtol=SAME_RTOL, atol=SAME_ATOL) for x in xs):
             return False, f"after step {k * h} the workers do not all continue from the same model"
     if t % h == 0:
-        models = _matrix(rec.get("models"), (WORKERS, DIM))
         if models is None:
             return False, "no returned models"
         if not np.allclose(models, models[0], rtol=SAME_RTOL, atol=SAME_ATOL):
@@ -263,66 +250,63 @@ def _restarts_ok(rec: dict, h: int, t: int) -> tuple[bool, str]:
     return True, ""
 
 
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Replay local SGD from the seed and compare the runs' logs and models."""
-    from autograder.checktools import prop
+# checklib candidate: a property that is one verdict per case (all hold, or the notes of all)
+def _all(vs: list[Verdict], good: str, advice: str) -> tuple[float, str]:
+    return (1.0, good) if all(vs) else (share(vs), notes(vs, len(vs)) + advice)
 
-    prob = problem(seed)
-    r = result if isinstance(result, dict) else {}
-    runs = r.get("runs") if isinstance(r.get("runs"), list) else []
-    runs = [x if isinstance(x, dict) else {} for x in (runs + [None] * 3)[:3]]
-    names = [f"run {i + 1} (H = {h}, T = {t})" for i, (h, t) in enumerate(prob["runs"])]
 
-    models_ok, notes = [], []
-    for i, rec in enumerate(runs):
-        got = _matrix(rec.get("models"), (WORKERS, DIM))
-        ok = got is not None and np.allclose(got, reference(seed, i), rtol=RTOL, atol=ATOL)
-        models_ok.append(ok)
-        why = rec.get("error") if isinstance(rec.get("error"), str) else None
-        why = why or ("no usable models" if got is None else "the models differ")
-        notes.append(f"{names[i]}: {why}.")
-    sync_msg = (
-        "With H = 1, every worker ends at the point of mini-batch SGD, x ← x − η·mean of the "
-        "p gradients."
-        if models_ok[0]
-        else notes[0] + " With H = 1, local SGD averages after every step, which is mini-batch "
-        "SGD: x ← x − η·mean of the p gradients, each at the common model (§4.3)."
+@check("H = 1 is mini-batch SGD", 1.0)
+def synchronous(vs: list[Verdict]):
+    return _all(
+        vs,
+        "With H = 1, every worker ends at the point of mini-batch SGD, x ← x − η·mean of the p "
+        "gradients.",
+        " With H = 1, local SGD averages after every step, which is mini-batch SGD: x ← x − "
+        "η·mean of the p gradients, each at the common model (§4.3).",
     )
-    props = [prop("H = 1 is mini-batch SGD", 1.0, models_ok[0], sync_msg)]
 
-    checks = [
-        _rounds_ok(rec, h, t, seed, i)
-        for i, (rec, (h, t)) in enumerate(zip(runs, prob["runs"], strict=True))
-    ]
-    oks = [ok for ok, _ in checks]
-    msg = (
+
+@check(ROUNDS, 2.0)
+def rounds(vs: list[Verdict]):
+    return _all(
+        vs,
         "average is called ⌊T/H⌋ times, after local steps H, 2H, … of every worker, on the "
-        "workers' models."
-        if all(oks)
-        else " ".join(f"{n}: {why}." for n, (ok, why) in zip(names, checks, strict=True) if not ok)
-        + " Local SGD communicates once after every H local steps (t mod H = 0), ⌊T/H⌋ times "
-        "in all, through average, given the p models the workers have just reached (§4.3)."
+        "workers' models.",
+        " Local SGD communicates once after every H local steps (t mod H = 0), ⌊T/H⌋ times "
+        "in all, through average, given the p models the workers have just reached (§4.3).",
     )
-    props.append(prop(ROUNDS, 2.0, sum(oks) / 3, msg))
 
-    checks = [_restarts_ok(rec, h, t) for rec, (h, t) in zip(runs, prob["runs"], strict=True)]
-    oks = [ok for ok, _ in checks]
-    msg = (
-        "After each averaging all workers continue from the same model."
-        if all(oks)
-        else " ".join(f"{n}: {why}." for n, (ok, why) in zip(names, checks, strict=True) if not ok)
-        + " After a round every worker continues from its own copy of the average: "
-        "[avg.copy() for _ in range(p)], not [avg] * p updated in place (§4.3)."
-    )
-    props.append(prop("every worker restarts from the average", 1.0, sum(oks) / 3, msg))
 
-    local = models_ok[1:]
-    msg = (
-        "With H > 1 the models after T steps match local SGD on the noisy quadratic."
-        if all(local)
-        else " ".join(n for n, ok in zip(notes[1:], local, strict=True) if not ok)
-        + " Each worker steps with its own gradient at its own model, H steps between two "
-        "averagings, and a last incomplete segment ends without averaging (§4.3)."
+@check("every worker restarts from the average", 1.0)
+def restarts(vs: list[Verdict]):
+    return _all(
+        vs,
+        "After each averaging all workers continue from the same model.",
+        " After a round every worker continues from its own copy of the average: "
+        "[avg.copy() for _ in range(p)], not [avg] * p updated in place (§4.3).",
     )
-    props.append(prop("matches local SGD on a quadratic", 2.0, sum(local) / 2, msg))
-    return props
+
+
+@check("matches local SGD on a quadratic", 2.0)
+def trajectory(vs: list[Verdict]):
+    return _all(
+        vs,
+        "With H > 1 the models after T steps match local SGD on the noisy quadratic.",
+        " Each worker steps with its own gradient at its own model, H steps between two "
+        "averagings, and a last incomplete segment ends without averaging (§4.3).",
+    )
+
+
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
+    """Replay local SGD from the seed and compare the runs' logs and models."""
+    prob = problem(seed)
+    same, counted, restarted = [], [], []
+    runs = Result(result).parts("runs", 3)
+    for i, (run, (h, t)) in enumerate(zip(runs, prob["runs"], strict=True)):
+        got, why = _models(run.record("models"))
+        ok = got is not None and np.allclose(got, reference(seed, i), rtol=RTOL, atol=ATOL)
+        why = why or ("no usable models" if got is None else "the models differ")
+        checks = (ok, why), _rounds_ok(run, h, t, seed, i), _restarts_ok(run, got, h, t)
+        for verdicts, (ok, why) in zip((same, counted, restarted), checks, strict=True):
+            verdicts.append(Verdict(ok, f"run {i + 1} (H = {h}, T = {t}): {why}."))
+    return [synchronous(same[:1]), rounds(counted), restarts(restarted), trajectory(same[1:])]
