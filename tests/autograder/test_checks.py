@@ -22,6 +22,7 @@ from tests.templates.codecheck import (
     grade,
     lost,
     names,
+    probed,
     starter,
     student_for,
 )
@@ -372,5 +373,4 @@ def test_sampler_judges_each_step_on_its_draft():
 def test_probe_results_are_plain_json():
     """What comes out of the sandbox is JSON data: no arrays, no NaN literals."""
     module = load_checks(DPO, "checks.py").module
-    result = module.probe(student_for(module, dpo_log_of_sigmoid), 3, {})
-    json.dumps(result, allow_nan=False)
+    json.dumps(probed(module, dpo_log_of_sigmoid, 3), allow_nan=False)

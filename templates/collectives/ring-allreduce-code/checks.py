@@ -22,7 +22,21 @@ the offsets, and the gloo run counts only for a ring whose messages came through
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+from autograder.checklib import (
+    Property,
+    Record,
+    Result,
+    check,
+    close,
+    count,
+    plain,
+    slice_at,
+    vector,
+)
 
 ISOLATED = True  # probe() runs in the probe process; ring_allreduce, in the student's ranks
 PRELOAD = ("torch",)  # the gloo run's ranks join a torch.distributed group
@@ -57,13 +71,16 @@ def _as_vector(x) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(x, dtype=np.float64).reshape(-1))
 
 
-def _plain(a: np.ndarray) -> list:
-    """Floats for JSON; non-finite values as "nan", "inf", "-inf"."""
-    return [float(v) if np.isfinite(v) else str(float(v)) for v in a.tolist()]
-
-
-def _describe(err: BaseException) -> str:
-    return f"{type(err).__name__}: {err}"[:300]
+def _error(rec: Record, p: int, n: int, timeout: float | None = None) -> str | None:
+    """What a rank's run said went wrong, for the messages: what it raised (past
+    ``timeout``, that it timed out), or a result of more than p·n elements."""
+    if timeout is not None and rec.raised == "TimeoutError":
+        return f"timed out after {timeout:g} s"
+    if not rec.ok:
+        return rec.error
+    if rec.size is not None and rec.size > p * n:
+        return f"ValueError: ring_allreduce returned {rec.size} elements for n = {n}"
+    return None
 
 
 # --- the simulated ring: this process is the router -------------------------------------
@@ -88,7 +105,7 @@ def _router(student, p: int, n: int, log: list, seed: int):
                 raise RuntimeError(f"more than {max_calls} calls to send_recv")
             if values.size > p * n:
                 raise RuntimeError(f"a message of {values.size} elements (n = {n})")
-            log.append([k, r, values.size, _plain(values) if values.size <= n else None])
+            log.append([k, r, values.size, plain(values.tolist()) if values.size <= n else None])
             sent[r].append(values)
             src = (r - 1) % p
             return student.later(
@@ -104,34 +121,20 @@ def _router(student, p: int, n: int, log: list, seed: int):
 
 
 def _simulate(student, seed: int) -> dict:
-    """Run the p ranks, each a process of the student's, around this process's router."""
+    """Run the p ranks, each a process of the student's, around this process's router.
+    ``errors`` and ``timed_out`` say what the ranks' outputs say, for a reader."""
     p, n = sizes(seed, "sim")
     log: list = []  # [step, source rank, size, values or None]
     comms = _router(student, p, n, log, seed)
     calls = [(rank_input(seed, "sim", r, n), r, p, comms[r]) for r in range(p)]
-    outputs: list = [None] * p
-    errors: list = [None] * p
-    timed_out = False
-    for r, out in enumerate(student.ranks(calls, seconds=SIM_SECONDS)):
-        if isinstance(out, TimeoutError):
-            timed_out, errors[r] = True, f"timed out after {SIM_SECONDS:g} s"
-        elif isinstance(out, BaseException):
-            errors[r] = _describe(out)
-        else:
-            try:
-                out = _as_vector(out)
-                if out.size > p * n:
-                    raise ValueError(f"ring_allreduce returned {out.size} elements for n = {n}")
-                outputs[r] = _plain(out)
-            except (TypeError, ValueError) as err:
-                errors[r] = _describe(err)
+    outputs = [Record.of(o, keep=p * n) for o in student.ranks(calls, seconds=SIM_SECONDS)]
     return {
         "p": p,
         "n": n,
         "outputs": outputs,
-        "errors": errors,
+        "errors": [_error(rec, p, n, SIM_SECONDS) for rec in outputs],
         "log": log,
-        "timed_out": timed_out,
+        "timed_out": any(rec.raised == "TimeoutError" for rec in outputs),
     }
 
 
@@ -139,23 +142,17 @@ def _simulate(student, seed: int) -> dict:
 
 
 def _gloo(student, seed: int) -> dict:
-    """The p ranks as processes joined by a gloo group; comm.send_recv is isend/irecv."""
+    """The p ranks as processes joined by a gloo group; comm.send_recv is isend/irecv.  A
+    rank that could not start (NotStarted: the grading machine's gloo, not the student's)
+    says so apart from the ranks that ran the student's code."""
     p, n = sizes(seed, "gloo")
     calls = [(rank_input(seed, "gloo", r, n), r, p, student.gloo_ring()) for r in range(p)]
     ranks = []
     for out in student.ranks(calls, seconds=GLOO_SECONDS, gloo=True):
         if isinstance(out, student.NotStarted):
-            ranks.append({"output": None, "stage": "start", "error": str(out)[:300]})
-        elif isinstance(out, BaseException):
-            ranks.append({"output": None, "stage": "student", "error": _describe(out)})
+            ranks.append({"stage": "start", "error": str(out)[:300]})
         else:
-            try:
-                out = _as_vector(out)
-                if out.size > p * n:
-                    raise ValueError(f"ring_allreduce returned {out.size} elements for n = {n}")
-                ranks.append({"output": _plain(out), "stage": "student", "error": None})
-            except (TypeError, ValueError) as err:
-                ranks.append({"output": None, "stage": "student", "error": _describe(err)})
+            ranks.append({"stage": "student", "output": Record.of(out, keep=p * n)})
     return {"p": p, "n": n, "ranks": ranks}
 
 
@@ -167,30 +164,10 @@ def probe(student, seed: int, params: dict) -> dict:
 # --- grade (trusted) ---------------------------------------------------------------------
 
 
-def _prop(name: str, weight: float, score: float, message: str) -> dict:
-    from autograder.checktools import prop  # grade side only: the trusted process
-
-    return prop(name, weight, score, message)
-
-
-def _vector(x, n: int | None = None) -> np.ndarray | None:
-    from autograder.checktools import vector
-
-    return vector(x, n)
-
-
-def _close(a: np.ndarray | None, b: np.ndarray) -> bool:
-    from autograder.checktools import close
-
-    return close(a, b, RTOL, ATOL)
-
-
-def _own_chunk(values: np.ndarray | None, x: np.ndarray) -> int | None:
-    """Where ``values`` is a contiguous slice of the rank's buffer ``x`` shorter than the
-    whole (its offset), or None."""
-    from autograder.checktools import slice_at
-
-    return None if values is None else slice_at(values, x, RTOL, ATOL)
+def _output(rec: Record, n: int) -> np.ndarray | None:
+    """A rank's result as n numbers, or None."""
+    a = rec.array()
+    return None if a is None or a.size != n else a.reshape(-1)
 
 
 def _first_errors(errors: list, limit: int = 2) -> str:
@@ -198,152 +175,160 @@ def _first_errors(errors: list, limit: int = 2) -> str:
     return ("; ".join(shown) + ".") if shown else ""
 
 
-def _grade_sim(sim, seed: int) -> list[dict]:
-    p, n = sizes(seed, "sim")
-    names = [
-        ("every rank ends with the sum", 2.0),
-        ("2(p − 1) calls to send_recv per rank", 1.0),
-        ("2(p − 1)n/p elements sent per rank", 1.0),
-        ("each message is one chunk of n/p elements", 1.0),
-        ("reduce-scatter messages are partial sums of one chunk", 1.5),
-        ("all-gather messages are completed chunks", 1.0),
+@dataclass
+class _Sim:
+    """The simulated ring's result, read against the seed: the buffers, each rank's
+    output and error, its messages in call order, and the ring the router carried."""
+
+    p: int
+    n: int
+    xs: list
+    outs: list
+    errors: list
+    per_rank: list
+    flow: _Flow
+
+    @classmethod
+    def read(cls, sim: Result, seed: int) -> _Sim | None:
+        p, n = sizes(seed, "sim")
+        recs, log = sim.records("outputs"), sim.get("log")
+        if sim.get("p") != p or sim.get("n") != n or len(recs) != p or not isinstance(log, list):
+            return None
+        xs = [rank_input(seed, "sim", r, n) for r in range(p)]
+        per_rank: list[list[np.ndarray]] = [[] for _ in range(p)]  # messages in call order
+        for entry in log:
+            if not (isinstance(entry, list) and len(entry) == 4):
+                continue
+            k, src, size, values = entry
+            if count(src, p - 1) is None or count(size, MESSAGE_MAX) is None:
+                continue  # no message has that size: the entry is not readable
+            vec = vector(values, size) if values is not None else None
+            # a message logged without its values: its size, and nothing to compare (nan),
+            # as a view of one number, so that a large size takes no memory here
+            per_rank[src].append(vec if vec is not None else np.broadcast_to(np.nan, (size,)))
+        outs = [_output(rec, n) for rec in recs]
+        errors = [_error(rec, p, n, SIM_SECONDS) for rec in recs]
+        return cls(p, n, xs, outs, errors, per_rank, _flow(per_rank, xs, seed, p, n))
+
+
+@check("every rank ends with the sum", 2.0)
+def result_sum(s: _Sim):
+    """The result: the chunks the all-gather delivered and the rank's own completed one
+    (or, not by a ring but through the comm all the same, the whole buffers delivered)."""
+    p, flow = s.p, s.flow
+    good = [
+        close(o, flow.result[r], RTOL, ATOL) or close(o, flow.gathered[r], RTOL, ATOL)
+        for r, o in enumerate(s.outs)
     ]
-    ok_shape = (
-        isinstance(sim, dict)
-        and sim.get("p") == p
-        and sim.get("n") == n
-        and isinstance(sim.get("outputs"), list)
-        and len(sim["outputs"]) == p
-        and isinstance(sim.get("log"), list)
-        and isinstance(sim.get("errors"), list)
-        and len(sim["errors"]) == p
-    )
-    if not ok_shape:
-        return [_prop(x, w, 0, "The simulated ring returned no usable result.") for x, w in names]
-    xs = [rank_input(seed, "sim", r, n) for r in range(p)]
-    total = np.sum(xs, axis=0)
-    errors = [e if isinstance(e, str) else None for e in sim["errors"]]
-    per_rank: list[list[np.ndarray | None]] = [[] for _ in range(p)]  # messages in call order
-    for entry in sim["log"]:
-        if not (isinstance(entry, list) and len(entry) == 4):
-            continue
-        k, src, size, values = entry
-        if type(src) is not int or not 0 <= src < p or type(size) is not int:
-            continue
-        if not 0 <= size <= MESSAGE_MAX:
-            continue  # no message has that size: the entry is not readable
-        vec = _vector(values, size) if values is not None else None
-        # a message logged without its values: its size, and nothing to compare (nan), as
-        # a view of one number, so that a large size takes no memory here
-        per_rank[src].append(vec if vec is not None else np.broadcast_to(np.nan, (size,)))
-    flow = _flow(per_rank, xs, seed, p, n)
-    props = []
-
-    # 1. the result: the chunks the all-gather delivered and the rank's own completed one
-    # (or, not by a ring but through the comm all the same, the whole buffers delivered)
-    outs = [_vector(o, n) for o in sim["outputs"]]
-    good = [_close(o, flow.result[r]) or _close(o, flow.gathered[r]) for r, o in enumerate(outs)]
     if all(good):
-        msg = f"All {p} ranks return the sum of the {p} buffers, as the ring carried it."
-    else:
-        bad = [r for r in range(p) if not good[r]]
-        true = [r for r in bad if _close(outs[r], total)]
-        msg = (
-            f"{len(bad)} of {p} ranks do not return the sum of the buffers as the ring "
-            f"delivered it (ranks {', '.join(map(str, bad[:6]))}{', …' if len(bad) > 6 else ''})."
-            + (
-                f" Ranks {', '.join(map(str, true[:6]))} return the exact sum, which the ring "
-                "cannot give: the grader's router adds an offset of its own to every message it "
-                "carries, so only a result put together from what send_recv returned, chunk by "
-                "chunk along the ring, counts."
-                if true
-                else " A rank's result is its completed chunk (the last reduce-scatter chunk it "
-                "received plus its own copy) and the p − 1 chunks the all-gather delivered to it."
-            )
-            + (" " + _first_errors(errors) if _first_errors(errors) else "")
+        return 1.0, f"All {p} ranks return the sum of the {p} buffers, as the ring carried it."
+    bad = [r for r in range(p) if not good[r]]
+    true = [r for r in bad if close(s.outs[r], np.sum(s.xs, axis=0), RTOL, ATOL)]
+    return sum(good) / p, (
+        f"{len(bad)} of {p} ranks do not return the sum of the buffers as the ring "
+        f"delivered it (ranks {', '.join(map(str, bad[:6]))}{', …' if len(bad) > 6 else ''})."
+        + (
+            f" Ranks {', '.join(map(str, true[:6]))} return the exact sum, which the ring "
+            "cannot give: the grader's router adds an offset of its own to every message it "
+            "carries, so only a result put together from what send_recv returned, chunk by "
+            "chunk along the ring, counts."
+            if true
+            else " A rank's result is its completed chunk (the last reduce-scatter chunk it "
+            "received plus its own copy) and the p − 1 chunks the all-gather delivered to it."
         )
-    props.append(_prop(names[0][0], names[0][1], sum(good) / p, msg))
+        + (" " + _first_errors(s.errors) if _first_errors(s.errors) else "")
+    )
 
-    # 2. steps
-    need = 2 * (p - 1)
-    calls = [len(m) for m in per_rank]
+
+@check("2(p − 1) calls to send_recv per rank", 1.0)
+def steps(s: _Sim):
+    need, calls = 2 * (s.p - 1), [len(m) for m in s.per_rank]
     right = [c == need for c in calls]
-    msg = (
-        f"Every rank made 2(p − 1) = {need} calls to comm.send_recv for p = {p}."
-        if all(right)
-        else f"Calls to comm.send_recv per rank for p = {p}: {calls}; a ring all-reduce makes "
+    if all(right):
+        return 1.0, f"Every rank made 2(p − 1) = {need} calls to comm.send_recv for p = {s.p}."
+    return sum(right) / s.p, (
+        f"Calls to comm.send_recv per rank for p = {s.p}: {calls}; a ring all-reduce makes "
         f"p − 1 for the reduce-scatter and p − 1 for the all-gather."
     )
-    props.append(_prop(names[1][0], names[1][1], sum(right) / p, msg))
 
-    # 3. elements sent
-    need_elems = need * n // p
-    elems = [int(sum(m.size for m in msgs)) for msgs in per_rank]
-    right = [e == need_elems for e in elems]
-    msg = (
-        f"Every rank sent 2(p − 1)n/p = {need_elems} elements (n = {n}, p = {p})."
-        if all(right)
-        else f"Elements sent per rank (n = {n}, p = {p}): {elems}; a ring sends 2(p − 1)n/p, "
+
+@check("2(p − 1)n/p elements sent per rank", 1.0)
+def elements(s: _Sim):
+    p, n = s.p, s.n
+    need = 2 * (p - 1) * n // p
+    elems = [int(sum(m.size for m in msgs)) for msgs in s.per_rank]
+    right = [e == need for e in elems]
+    if all(right):
+        return 1.0, f"Every rank sent 2(p − 1)n/p = {need} elements (n = {n}, p = {p})."
+    return sum(right) / p, (
+        f"Elements sent per rank (n = {n}, p = {p}): {elems}; a ring sends 2(p − 1)n/p, "
         "one chunk per step (Theorem 3.3)."
     )
-    props.append(_prop(names[2][0], names[2][1], sum(right) / p, msg))
 
-    # 4. chunk size
-    sizes_sent = [m.size for msgs in per_rank for m in msgs]
-    if sizes_sent:
-        right_n = sum(s == n // p for s in sizes_sent)
-        other = sorted({s for s in sizes_sent if s != n // p})
-        msg = (
-            f"Every message is one chunk of n/p = {n // p} elements."
-            if right_n == len(sizes_sent)
-            else f"{len(sizes_sent) - right_n} of {len(sizes_sent)} messages are not chunks of "
-            f"n/p = {n // p} elements (sizes {other[:5]}): split the buffer into p equal chunks."
-        )
-        props.append(_prop(names[3][0], names[3][1], right_n / len(sizes_sent), msg))
-    else:
-        props.append(_prop(names[3][0], names[3][1], 0, "No message was sent through comm."))
 
-    # 5. reduce-scatter: message s is the chunk received at s − 1 plus the rank's own copy
-    count = p * (p - 1)
-    hits = sum(flow.chunk[r][k] is not None for r in range(p) for k in range(p - 1))
-    whole = sum(m.size >= n for msgs in per_rank for m in msgs[: p - 1])
-    if hits == count:
+@check("each message is one chunk of n/p elements", 1.0)
+def chunk(s: _Sim):
+    c = s.n // s.p
+    sizes_sent = [m.size for msgs in s.per_rank for m in msgs]
+    if not sizes_sent:
+        return 0.0, "No message was sent through comm."
+    right = sum(x == c for x in sizes_sent)
+    if right == len(sizes_sent):
+        return 1.0, f"Every message is one chunk of n/p = {c} elements."
+    other = sorted({x for x in sizes_sent if x != c})
+    return right / len(sizes_sent), (
+        f"{len(sizes_sent) - right} of {len(sizes_sent)} messages are not chunks of "
+        f"n/p = {c} elements (sizes {other[:5]}): split the buffer into p equal chunks."
+    )
+
+
+@check("reduce-scatter messages are partial sums of one chunk", 1.5)
+def reduce_scatter(s: _Sim):
+    """Message s is the chunk received at s − 1 plus the rank's own copy."""
+    p, total = s.p, s.p * (s.p - 1)
+    hits = sum(s.flow.chunk[r][k] is not None for r in range(p) for k in range(p - 1))
+    whole = sum(m.size >= s.n for msgs in s.per_rank for m in msgs[: p - 1])
+    if hits == total:
         msg = (
             "Each reduce-scatter message of step s is the chunk received at step s − 1 plus the "
             "rank's own copy of that chunk (at step 0, a chunk of its own)."
         )
     elif whole:
         msg = (
-            f"{whole} of the {count} reduce-scatter messages (the first p − 1 of each rank) carry "
+            f"{whole} of the {total} reduce-scatter messages (the first p − 1 of each rank) carry "
             "the whole buffer: the reduce-scatter sends one chunk per step, the running sum of "
             "that chunk."
         )
     else:
         msg = (
-            f"{count - hits} of the {count} reduce-scatter messages (the first p − 1 of each rank) "
+            f"{total - hits} of the {total} reduce-scatter messages (the first p − 1 of each rank) "
             "are not the chunk received one step before plus the rank's own copy of it: at step "
             "s rank i sends the chunk it received at step s − 1 plus its own copy (what "
             "send_recv returned: the grader's router offsets every message, so a partial sum "
             "worked out another way does not match)."
         )
-    props.append(_prop(names[4][0], names[4][1], hits / count, msg))
+    return hits / total, msg
 
-    # 6. all-gather: the completed chunk, then each chunk just received, passed on
-    hits = sum(flow.chunk[r][k] is not None for r in range(p) for k in range(p - 1, 2 * (p - 1)))
-    if hits == count:
-        msg = (
+
+@check("all-gather messages are completed chunks", 1.0)
+def all_gather(s: _Sim):
+    """The completed chunk, then each chunk just received, passed on."""
+    p, total = s.p, s.p * (s.p - 1)
+    hits = sum(s.flow.chunk[r][k] is not None for r in range(p) for k in range(p - 1, 2 * (p - 1)))
+    if hits == total:
+        return 1.0, (
             "Each all-gather message carries a completed chunk: first the rank's own, then "
             "each chunk it has just received."
         )
-    else:
-        msg = (
-            f"{count - hits} of the {count} all-gather messages (calls p to 2(p − 1) of each rank) "
-            "are missing or are not a completed chunk: after the reduce-scatter, send the chunk "
-            "you completed, then pass on each chunk as send_recv returned it, p − 1 messages in "
-            "all."
-        )
-    props.append(_prop(names[5][0], names[5][1], hits / count, msg))
-    return props
+    return hits / total, (
+        f"{total - hits} of the {total} all-gather messages (calls p to 2(p − 1) of each rank) "
+        "are missing or are not a completed chunk: after the reduce-scatter, send the chunk "
+        "you completed, then pass on each chunk as send_recv returned it, p − 1 messages in "
+        "all."
+    )
+
+
+SIM = (result_sum, steps, elements, chunk, reduce_scatter, all_gather)
 
 
 class _Flow:
@@ -378,9 +363,9 @@ def _flow(sent: list, xs: list, seed: int, p: int, n: int) -> _Flow:
             if m is None or (k and (got is None or before is None or got.size != m.size)):
                 continue
             if k < p:  # reduce-scatter, then the chunk completed: received + own copy
-                at = _own_chunk(m - got if k else m, xs[r])
+                at = slice_at(m - got if k else m, xs[r], RTOL, ATOL)
                 flow.chunk[r][k] = at if at is not None and (k == 0 or at == before) else None
-            elif _close(m, got):  # all-gather: the chunk just received, passed on
+            elif close(m, got, RTOL, ATOL):  # all-gather: the chunk just received, passed on
                 flow.chunk[r][k] = before
     for r in range(p):
         pieces = [(flow.chunk[r][p - 1], sent[r][p - 1] if len(sent[r]) >= p else None)]
@@ -401,29 +386,22 @@ def _flow(sent: list, xs: list, seed: int, p: int, n: int) -> _Flow:
     return flow
 
 
-def _grade_gloo(gloo, seed: int, carried: float) -> dict:
+def gloo(g: Result, seed: int, carried: float) -> Property:
     """The gloo run against dist.all_reduce, counted only as far as the simulated ring's
     results came through its comm (``carried``, property 1's score): its ranks could
     otherwise sum their buffers another way (files, shared memory) on both runs alike."""
     name, weight = "gloo run matches dist.all_reduce", 1.5
     p, n = sizes(seed, "gloo")
-    if not (
-        isinstance(gloo, dict)
-        and gloo.get("p") == p
-        and gloo.get("n") == n
-        and isinstance(gloo.get("ranks"), list)
-        and len(gloo["ranks"]) == p
-        and all(isinstance(x, dict) for x in gloo["ranks"])
-    ):
-        return _prop(name, weight, 0, "The gloo run returned no usable result.")
-    ranks = gloo["ranks"]
+    ranks = g.parts("ranks")
+    if g.get("p") != p or g.get("n") != n or len(ranks) != p or not all(x.data for x in ranks):
+        return Property(name, weight, 0, "The gloo run returned no usable result.")
     setup = [x.get("error") for x in ranks if x.get("stage") == "start"]
     if setup and not any(x.get("stage") == "student" for x in ranks):
         # the grading machine could not start gloo: no fault of the student, no weight.
         # A rank's own word that it could not start is the student's to give (its process
         # is forked from theirs): it reaches here as NotStarted only when the probe
         # process's own gloo group did not form either (prober.whose_start)
-        return _prop(
+        return Property(
             name,
             0.0,
             0,
@@ -431,12 +409,15 @@ def _grade_gloo(gloo, seed: int, carried: float) -> dict:
             "does not count.",
         )
     total = np.sum([rank_input(seed, "gloo", r, n) for r in range(p)], axis=0)
-    good = [_close(_vector(x.get("output"), n), total) for x in ranks]
+    good = [close(_output(x.record("output"), n), total, RTOL, ATOL) for x in ranks]
     if all(good):
         msg = f"Over gloo with {p} processes, every rank's result equals dist.all_reduce's."
     else:
         bad = [r for r in range(p) if not good[r]]
-        errs = [x.get("error") if isinstance(x.get("error"), str) else None for x in ranks]
+        errs = [
+            x.get("error") if x.get("stage") == "start" else _error(x.record("output"), p, n)
+            for x in ranks
+        ]
         msg = (
             f"Over gloo with {p} processes, ranks {', '.join(map(str, bad))} do not return "
             f"what dist.all_reduce returns on the same buffers. " + _first_errors(errs)
@@ -446,11 +427,13 @@ def _grade_gloo(gloo, seed: int, carried: float) -> dict:
             " Counted only as far as the simulated ring's results came from what send_recv "
             f"delivered ({carried:.0%}): see the first property."
         )
-    return _prop(name, weight, min(carried, sum(good) / p), msg)
+    return Property(name, weight, min(carried, sum(good) / p), msg)
 
 
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
     """Score the probe's result against buffers recomputed from the seed."""
-    result = result if isinstance(result, dict) else {}
-    sim = _grade_sim(result.get("sim"), seed)
-    return [*sim, _grade_gloo(result.get("gloo"), seed, sim[0]["score"])]
+    r = Result(result)
+    s = _Sim.read(r.part("sim"), seed)
+    none = "The simulated ring returned no usable result."
+    props = [f(s) if s else Property(f.name, f.weight, 0, none) for f in SIM]
+    return [*props, gloo(r.part("gloo"), seed, props[0].score)]

@@ -41,8 +41,11 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import NamedTuple
 
 import numpy as np
+
+from autograder.checklib import Property, Record, Result, check, close, share
 
 ISOLATED = True  # probe() runs in the probe process; tp_mlp_forward, in the student's
 DEGREES = (2, 4, 8)
@@ -130,24 +133,6 @@ def poisoned(case: dict, rank: int) -> tuple[np.ndarray, np.ndarray]:
     return w1, w2
 
 
-def _plain(values) -> list:
-    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
-
-
-def _record(a) -> dict:
-    """A tensor as plain data: its shape and (if not too large) its values."""
-    import torch
-
-    try:
-        arr = torch.as_tensor(a).detach().to("cpu", torch.float64)
-    except Exception as err:  # noqa: BLE001 - whatever the student passed or returned
-        return {"error": f"not a tensor: {type(err).__name__}: {err}"[:200]}
-    rec: dict = {"shape": [int(s) for s in arr.shape]}
-    if arr.numel() <= MAX_VALUES:
-        rec["values"] = _plain(arr.reshape(-1).tolist())
-    return rec
-
-
 def _all_reduce(student, t: int, messages: list[list], mark):
     """The t ranks' all_reduce, held in this process: rank r's k-th call waits for the
     k-th call of every rank, then each gets their sum, plus ``mark(k, shape)``.  Every
@@ -160,7 +145,7 @@ def _all_reduce(student, t: int, messages: list[list], mark):
     def all_reduce_for(rank: int):
         def all_reduce(tensor):
             step = len(messages[rank])
-            messages[rank].append(_record(tensor))
+            messages[rank].append(Record.of(tensor, keep=MAX_VALUES))
             parts = from_ranks.setdefault(step, [None] * t)
             parts[rank] = torch.as_tensor(tensor).detach().to(torch.float64)
 
@@ -216,15 +201,9 @@ def probe(student, seed: int, params: dict) -> dict:
         logs.append(messages)
     out = []
     for outs, messages in zip(student.rounds(rounds, seconds=WAIT_S), logs, strict=True):
-        ranks = []
-        for rank, got in enumerate(outs):
-            rec: dict = {"error": None, "messages": messages[rank]}
-            if isinstance(got, BaseException):
-                rec["error"] = f"{type(got).__name__}: {got}"[:300]
-            else:
-                rec["result"] = _record(got)
-            ranks.append(rec)
-        out.append(ranks)
+        results = [Record.of(got, keep=MAX_VALUES) for got in outs]
+        ranks = [{"result": x, "messages": m} for x, m in zip(results, messages, strict=False)]
+        out.append({"ranks": ranks})
     return {"rounds": out}
 
 
@@ -240,49 +219,30 @@ def mlp(x: np.ndarray, w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
     return gelu(x @ w1) @ w2
 
 
-def _array(rec) -> np.ndarray | None:
-    """A recorded tensor as an array of its shape, or None."""
-    from autograder.checktools import vector
-
-    if not isinstance(rec, dict) or not isinstance(rec.get("shape"), list):
-        return None
-    v = vector(rec.get("values"))
-    try:
-        return None if v is None else v.reshape(rec["shape"])
-    except (ValueError, TypeError):
-        return None
+def _error(rank: Result) -> str | None:
+    """What a rank raised (or that there is no result of it): what it returned otherwise,
+    numbers or not, is judged by the properties."""
+    rec = rank.record("result")
+    return rec.error if rec.raised or rec.missing else None
 
 
-def _ranks(run, t: int) -> list[dict]:
-    if not isinstance(run, list) or len(run) != t:
-        return [{"error": "no result"} for _ in range(t)]
-    return [r if isinstance(r, dict) else {"error": "no result"} for r in run]
+def _errors(ranks: list[Result]) -> list[str]:
+    return [f"rank {i}: {_error(x)}" for i, x in enumerate(ranks) if _error(x)]
 
 
-def _messages(rank: dict) -> list:
-    m = rank.get("messages")
-    return m if isinstance(m, list) else []
-
-
-def _errors(ranks: list[dict]) -> list[str]:
-    return [f"rank {i}: {x['error']}" for i, x in enumerate(ranks) if x.get("error")]
-
-
-def _value(ranks: list[dict], exp: np.ndarray, seed: int, rnd: int) -> list[str]:
+def _value(ranks: list[Result], exp: np.ndarray, seed: int, rnd: int) -> list[str]:
     """What is wrong with a clean round's value, if anything: the messages of the ranks'
     last all_reduce must sum to ``exp``, and every rank return the answer that call gave
     it (the sum plus the round's offset)."""
-    from autograder.checktools import close
-
     t, shape = len(ranks), exp.shape
-    steps = [len(_messages(x)) - 1 for x in ranks]
+    steps = [len(x.records("messages")) - 1 for x in ranks]
     if min(steps) < 0:
         return ["a rank never calls all_reduce, whose answer it should return"]
     if len(set(steps)) != 1:
         return ["the ranks make different numbers of all_reduce calls"]
     total = np.zeros(shape)
     for x in ranks:
-        m = _array(_messages(x)[steps[0]])
+        m = x.records("messages")[steps[0]].array()
         if m is None or m.shape != shape:
             return ["the ranks do not pass all_reduce their (b, d) partial outputs"]
         total = total + m
@@ -290,137 +250,153 @@ def _value(ranks: list[dict], exp: np.ndarray, seed: int, rnd: int) -> list[str]
     if not close(total, exp, RTOL, ATOL):
         notes.append("the partial outputs passed to all_reduce do not sum to GeLU(X W₁) W₂")
     answer = total + offset(seed, rnd, steps[0], shape)
-    wrong = [i for i, x in enumerate(ranks) if not close(_array(x.get("result")), answer, RTOL)]
+    wrong = [i for i, x in enumerate(ranks) if not close(x.record("result").array(), answer, RTOL)]
     if wrong:
         who = "no rank returns" if len(wrong) == t else f"ranks {wrong} do not return"
         notes.append(f"{who} what all_reduce gave back")
     return notes
 
 
-def _local(reference: dict, clean: dict) -> bool:
+def _local(reference: Result, clean: Result) -> bool:
     """Whether a rank sent in a clean round exactly what it sent in an earlier round where
     it held the same blocks (its poisoned round or a clean one): some message, as many,
     each the same."""
-    from autograder.checktools import close
-
-    mine, theirs = _messages(clean), _messages(reference)
-    if reference.get("error") or not mine or len(mine) != len(theirs):
+    mine, theirs = clean.records("messages"), reference.records("messages")
+    if _error(reference) or not mine or len(mine) != len(theirs):
         return False
-    for x, y in zip(mine, theirs, strict=True):
-        xa = _array(x)
-        if xa is None or not close(_array(y), xa, RTOL, ATOL):
-            return False
-    return True
+    return all(
+        x.array() is not None and close(y.array(), x.array(), RTOL, ATOL)
+        for x, y in zip(mine, theirs, strict=True)
+    )
 
 
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Score the value, the all-reduce and the locality of every rank, for t = 2, 4, 8."""
-    from autograder.checktools import prop
+class _Runs(NamedTuple):
+    """The probe's rounds per case of :func:`cases`: ``nan[i]``, the ranks of its poisoned
+    round; ``clean[i][k]``, (round number, ranks) of its k-th clean round."""
 
-    cs = cases(seed)
-    plan = schedule(cs, seed)
-    r = result if isinstance(result, dict) else {}
-    got = r.get("rounds") if isinstance(r.get("rounds"), list) else []
-    got = (got + [None] * len(plan))[: len(plan)]
-    nan: dict[int, list] = {}
-    clean: dict[int, list] = {i: [None] * len(c["clean"]) for i, c in enumerate(cs)}
-    for rnd, ((i, k), run) in enumerate(zip(plan, got, strict=True)):
-        ranks = _ranks(run, cs[i]["t"])
-        if k < 0:
-            nan[i] = ranks
-        else:
-            clean[i][k] = (rnd, ranks)
+    cs: list
+    nan: dict
+    clean: dict
+    seed: int
 
-    value, comm, local = [], [], []
-    value_notes, comm_notes, local_notes = [], [], []
-    for i, c in enumerate(cs):
-        t, shape = c["t"], c["x"].shape
-        errors = [e for _, ranks in clean[i] for e in _errors(ranks)]
-
-        # 1. every rank returns what its all_reduce gave, and the messages sum to the MLP
-        notes = []
-        for k, (rnd, ranks) in enumerate(clean[i]):
-            w = c["clean"][k]
-            notes += [
-                n for n in _value(ranks, mlp(c["x"], w["w1"], w["w2"]), seed, rnd) if n not in notes
-            ]
-        value.append(not notes and not errors)
-        if errors:
-            value_notes.append(f"t = {t}: {errors[0]}.")
-        elif notes:
-            value_notes.append(f"t = {t}: {'; '.join(notes)}.")
-
-        # 2. one all-reduce of a (b, d) tensor per rank, in every clean round
-        bad = []
-        for _, ranks in clean[i]:
-            for j, x in enumerate(ranks):
-                shapes = [m.get("shape") if isinstance(m, dict) else None for m in _messages(x)]
-                if shapes != [list(shape)]:
-                    bad.append((j, shapes))
-        comm.append(not bad)
-        if bad:
-            j, shapes = bad[0]
-            if not shapes:
-                comm_notes.append(f"t = {t}: rank {j} never calls all_reduce.")
+    @classmethod
+    def read(cls, r: Result, seed: int) -> _Runs:
+        cs = cases(seed)
+        plan = schedule(cs, seed)
+        nan, clean = {}, {i: [None] * len(c["clean"]) for i, c in enumerate(cs)}
+        for rnd, ((i, k), run) in enumerate(zip(plan, r.parts("rounds", len(plan)), strict=True)):
+            ranks = run.parts("ranks", cs[i]["t"])
+            if k < 0:
+                nan[i] = ranks
             else:
-                listed = ", ".join(str(tuple(s)) if isinstance(s, list) else "?" for s in shapes)
-                comm_notes.append(
-                    f"t = {t}: rank {j} calls all_reduce {len(shapes)} times, with {listed}."
-                )
+                clean[i][k] = (rnd, ranks)
+        return cls(cs, nan, clean, seed)
 
-        # 3. a rank's messages depend only on its own blocks: the same in every round
-        # where its blocks are the same (its poisoned round and the clean rounds that
-        # keep its real blocks; the clean rounds that give it its redrawn blocks)
+    def errors(self, i: int) -> list[str]:
+        """The errors of case i's clean rounds."""
+        return [e for _, ranks in self.clean[i] for e in _errors(ranks)]
+
+
+@check("every rank ends with GeLU(XW₁)W₂", 2.0)
+def value(runs: _Runs):
+    """Every rank returns what its all_reduce gave, and the messages sum to the MLP."""
+    oks, whys = [], []
+    for i, c in enumerate(runs.cs):
+        errors, notes = runs.errors(i), []
+        for k, (rnd, ranks) in enumerate(runs.clean[i]):
+            w = c["clean"][k]
+            exp = mlp(c["x"], w["w1"], w["w2"])
+            notes += [n for n in _value(ranks, exp, runs.seed, rnd) if n not in notes]
+        oks.append(not notes and not errors)
         if errors:
-            local.append(False)
-            local_notes.append(f"t = {t} (cannot tell: a clean round fails, {errors[0]})")
-            continue
-        leaks = []
-        for rank, code in enumerate(c["codes"]):
-            real = [nan[i][rank]] + [clean[i][k][1][rank] for k, v in enumerate(code) if not v]
-            redrawn = [clean[i][k][1][rank] for k, v in enumerate(code) if v]
-            if not all(_local(same[0], x) for same in (real, redrawn) for x in same[1:]):
-                leaks.append(rank)
-        local.append(not leaks)
-        if leaks:
-            who = "every rank" if len(leaks) == t else f"ranks {leaks}"
-            local_notes.append(f"t = {t}: {who}")
-
-    props = []
-    msg = (
-        "For t = 2, 4 and 8 every rank ends with GeLU(X W₁) W₂, as all_reduce gave it back."
-        if all(value)
-        else " ".join(value_notes) + " Rank r computes GeLU(X A_r) B_r, of shape (b, d), with "
+            whys.append(f"t = {c['t']}: {errors[0]}.")
+        elif notes:
+            whys.append(f"t = {c['t']}: {'; '.join(notes)}.")
+    if all(oks):
+        return (
+            1.0,
+            "For t = 2, 4 and 8 every rank ends with GeLU(X W₁) W₂, as all_reduce gave it back.",
+        )
+    return share(oks), " ".join(whys) + (
+        " Rank r computes GeLU(X A_r) B_r, of shape (b, d), with "
         "A_r = w1.chunk(t, dim=1)[r] and B_r = w2.chunk(t, dim=0)[r], and returns what "
         "all_reduce gives back, unchanged: the sum of the t partial outputs (the grader's "
         "all_reduce adds an offset of its own to that sum, so only a result that came "
         "through it counts). GeLU is not additive, which is why W₁ is split by columns and "
         "not by rows (§3.3)."
     )
-    props.append(prop("every rank ends with GeLU(XW₁)W₂", 2.0, sum(value) / len(value), msg))
-    msg = (
-        "Each rank makes exactly one all-reduce, of its (b, d) partial output."
-        if all(comm)
-        else " ".join(comm_notes) + " The column split of W₁ lets every rank apply GeLU to "
+
+
+@check("one all-reduce of the b × d partial outputs", 1.0)
+def comm(runs: _Runs):
+    """One all-reduce of a (b, d) tensor per rank, in every clean round."""
+    oks, whys = [], []
+    for i, c in enumerate(runs.cs):
+        bad = []
+        for _, ranks in runs.clean[i]:
+            for j, x in enumerate(ranks):
+                shapes = [m.shape for m in x.records("messages")]
+                if shapes != [c["x"].shape]:
+                    bad.append((j, shapes))
+        oks.append(not bad)
+        if bad:
+            j, shapes = bad[0]
+            if not shapes:
+                whys.append(f"t = {c['t']}: rank {j} never calls all_reduce.")
+            else:
+                listed = ", ".join("?" if s is None else str(s) for s in shapes)
+                whys.append(
+                    f"t = {c['t']}: rank {j} calls all_reduce {len(shapes)} times, with {listed}."
+                )
+    if all(oks):
+        return 1.0, "Each rank makes exactly one all-reduce, of its (b, d) partial output."
+    return share(oks), " ".join(whys) + (
+        " The column split of W₁ lets every rank apply GeLU to "
         "its own slice of the hidden layer, so nothing is exchanged between the two matrix "
         "products: one all-reduce of the (b, d) partial outputs per forward pass (§3.3)."
     )
-    props.append(
-        prop("one all-reduce of the b × d partial outputs", 1.0, sum(comm) / len(comm), msg)
-    )
-    msg = (
-        "With the other ranks' columns of W₁ and rows of W₂ set to NaN in its copy, or "
-        "redrawn in every rank's, every rank sends exactly what it sent before."
-        if all(local)
-        else "Set the other ranks' columns of W₁ and rows of W₂ to NaN in a rank's copy, or "
+
+
+@check("rank r uses only its shards of W₁ and W₂", 2.0)
+def local(runs: _Runs):
+    """A rank's messages depend only on its own blocks: the same in every round where its
+    blocks are the same (its poisoned round and the clean rounds that keep its real
+    blocks; the clean rounds that give it its redrawn blocks)."""
+    oks, whys = [], []
+    for i, c in enumerate(runs.cs):
+        errors = runs.errors(i)
+        if errors:
+            oks.append(False)
+            whys.append(f"t = {c['t']} (cannot tell: a clean round fails, {errors[0]})")
+            continue
+        leaks = []
+        for rank, code in enumerate(c["codes"]):
+            clean = runs.clean[i]
+            real = [runs.nan[i][rank]] + [clean[k][1][rank] for k, v in enumerate(code) if not v]
+            redrawn = [clean[k][1][rank] for k, v in enumerate(code) if v]
+            if not all(_local(same[0], x) for same in (real, redrawn) for x in same[1:]):
+                leaks.append(rank)
+        oks.append(not leaks)
+        if leaks:
+            who = "every rank" if len(leaks) == c["t"] else f"ranks {leaks}"
+            whys.append(f"t = {c['t']}: {who}")
+    if all(oks):
+        return 1.0, (
+            "With the other ranks' columns of W₁ and rows of W₂ set to NaN in its copy, or "
+            "redrawn in every rank's, every rank sends exactly what it sent before."
+        )
+    return share(oks), (
+        "Set the other ranks' columns of W₁ and rows of W₂ to NaN in a rank's copy, or "
         "redraw them in every rank's, and its messages to all_reduce change (or it sends "
-        f"none), for {'; '.join(local_notes)}. A rank may only read A_r = "
+        f"none), for {'; '.join(whys)}. A rank may only read A_r = "
         "w1.chunk(t, dim=1)[r] and B_r = w2.chunk(t, dim=0)[r], the r-th contiguous blocks, "
         "1/t of each matrix (multiplying the other blocks by zero reads them too), and "
         "reaches the other ranks only through all_reduce: blocks read from the other ranks "
         "in any other way change when they are redrawn."
     )
-    props.append(
-        prop("rank r uses only its shards of W₁ and W₂", 2.0, sum(local) / len(local), msg)
-    )
-    return props
+
+
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
+    """Score the value, the all-reduce and the locality of every rank, for t = 2, 4, 8."""
+    runs = _Runs.read(Result(result), seed)
+    return [value(runs), comm(runs), local(runs)]

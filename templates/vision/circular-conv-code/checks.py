@@ -11,15 +11,16 @@ the student's own outputs, so that a wrong value and a broken symmetry count apa
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+
+from autograder.checklib import Property, Record, Result, Verdict, check, shape_note, share
 
 ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
 RTOL = 1e-5  # values: loose enough for a float32 computation inside
 EQUIV_RTOL = 1e-6  # a shift of the input is the same shift of the output: equal to rounding
 BROKEN = 1e-3  # an odd shift moves the stride-2 output by more than this (relative)
+MAX_VALUES = 4096  # an output's numbers kept: beyond, it is "far too large"
 
 # --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
 
@@ -64,10 +65,6 @@ def reference(x: np.ndarray, w: np.ndarray, stride: int = 1) -> np.ndarray:
 # --- probe (sandbox) -------------------------------------------------------------------------
 
 
-def _plain(values) -> list:
-    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
-
-
 def _args(x: np.ndarray, w: np.ndarray, stride: int, shift=(0, 0)) -> tuple:
     """The arguments of one call: x rolled by ``shift``, as float64 tensors."""
     import torch
@@ -77,27 +74,8 @@ def _args(x: np.ndarray, w: np.ndarray, stride: int, shift=(0, 0)) -> tuple:
     return (xt, wt) if stride == 1 else (xt, wt, stride)
 
 
-def _record(out) -> dict:
-    """What one call returned, or the exception it raised, as plain data."""
-    if isinstance(out, BaseException):
-        return {"error": f"{type(out).__name__}: {out}"[:300]}
-    try:
-        if hasattr(out, "detach"):
-            out = out.detach().cpu().numpy()
-        y = np.asarray(out, dtype=np.float64)
-    except BaseException as err:  # noqa: BLE001 - anything the student's value raises
-        return {"error": f"{type(err).__name__}: {err}"[:300]}
-    if y.size > 4096:
-        return {"error": f"the output has shape {list(y.shape)}, far too large"}
-    return {"error": None, "shape": list(y.shape), "value": _plain(y.reshape(-1))}
-
-
 def _call(student, x: np.ndarray, w: np.ndarray, stride: int) -> dict:
-    try:
-        out = student(*_args(x, w, stride))
-    except BaseException as err:  # noqa: BLE001 - anything the student raises
-        out = err
-    return _record(out)
+    return student.call(*_args(x, w, stride), keep=MAX_VALUES)
 
 
 def probe(student, seed: int, params: dict) -> dict:
@@ -118,7 +96,7 @@ def probe(student, seed: int, params: dict) -> dict:
         for shift in ((0, 0), case["shift"])
     ]
     calls += [_args(s["x"], s["w"], 2, shift) for shift in ((0, 0), c["even"], c["odd"])]
-    apart = [_record(out) for out in student.ranks(calls)]
+    apart = [Record.of(out, keep=MAX_VALUES) for out in student.ranks(calls)]
     return {
         "single": [
             {"plain": _call(student, case["x"], case["w"], 1), "base": base, "shifted": moved}
@@ -136,59 +114,44 @@ def probe(student, seed: int, params: dict) -> dict:
 
 # --- grade (trusted) ---------------------------------------------------------------------
 
-NAMES = {
-    "value": ('matches conv2d with padding_mode="circular" (stride 1)', 2.0),
-    "channels": ("c_in → c_out channels, w[o, c, u, v]", 1.0),
-    "roll": ("commutes with torch.roll at stride 1 (prop. 1.8)", 2.0),
-    "stride": ("stride 2 keeps the stride-1 outputs at (2i, 2j)", 1.0),
-    "shifts": ("stride 2: a shift by 2t moves the output by t, an odd shift by nothing", 2.0),
-}
 
-
-def _output(rec) -> tuple[np.ndarray | None, str]:
+def _output(rec: Record) -> tuple[np.ndarray | None, str]:
     """The student's output as an array, or None and why."""
-    from autograder.checktools import vector
-
-    if not isinstance(rec, dict):
-        return None, "no result"
-    if rec.get("error"):
-        return None, rec["error"]
-    shape = rec.get("shape")
-    values = vector(rec.get("value"))
-    if not (isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape)):
-        return None, "no output shape"
-    if values is None or values.size != math.prod(shape):
+    if not rec.ok:
+        return None, rec.error
+    y = rec.array()
+    if y is None and rec.shape is not None and (rec.size or 0) > MAX_VALUES:
+        return None, f"the output has shape {list(rec.shape)}, far too large"
+    if y is None:
         return None, "the output is not an array of numbers"
-    if not np.all(np.isfinite(values)):
+    if not np.all(np.isfinite(y)):
         return None, "the output is not finite (nan or inf)"
-    return values.reshape(shape), ""
+    return y, ""
 
 
-def _image(rec, expected: tuple) -> tuple[np.ndarray | None, str]:
+def _image(rec: Record, expected: tuple) -> tuple[np.ndarray | None, str]:
     """The student's output for the shift properties, which roll its last two axes (the
     image's): an array with both, or None and why (a 2-D output is still an image)."""
-    from autograder.checktools import shape_note
-
     y, why = _output(rec)
     if y is not None and (y.ndim < 2 or y.size == 0):
         return None, shape_note(y.shape, expected, "your layer returned an array")
     return y, why
 
 
-def _matches(rec, expected: np.ndarray) -> tuple[bool, str]:
+def _matches(rec: Record, expected: np.ndarray) -> Verdict:
     y, why = _output(rec)
     if y is None:
-        return False, why
+        return Verdict(False, why)
     if y.shape != expected.shape:
-        return (
+        return Verdict(
             False,
             f"output shape {list(y.shape)}, expected (c_out, H', W') = {list(expected.shape)}",
         )
     scale = float(np.abs(expected).max())
     if not np.allclose(y, expected, rtol=RTOL, atol=RTOL * scale):
         err = float(np.abs(y - expected).max()) / scale
-        return False, f"wrong values (largest error {err:.2g} of the output's scale)"
-    return True, ""
+        return Verdict(False, f"wrong values (largest error {err:.2g} of the output's scale)")
+    return Verdict(True)
 
 
 def _rolled(base: np.ndarray, shifted: np.ndarray, shift, rtol: float = EQUIV_RTOL) -> bool:
@@ -201,49 +164,46 @@ def _rolled(base: np.ndarray, shifted: np.ndarray, shift, rtol: float = EQUIV_RT
     return bool(np.abs(moved - shifted).max() <= rtol * scale)
 
 
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Compare with the circular cross-correlation and test the shift (non-)equivariance."""
-    from autograder.checktools import prop
-
-    c = cases(seed)
-    r = result if isinstance(result, dict) else {}
-    single = r.get("single") if isinstance(r.get("single"), list) else []
-    single = [s if isinstance(s, dict) else {} for s in (single + [{}, {}])[:2]]
-    props = []
-
-    # 1. values, one channel, stride 1
+@check('matches conv2d with padding_mode="circular" (stride 1)', 2.0)
+def value(r: Result, c: dict):
+    """Values, one channel, stride 1."""
     oks, notes = [], []
-    for case, rec in zip(c["single"], single, strict=True):
+    for case, rec in zip(c["single"], r.parts("single", 2), strict=True):
         k, (h, w) = case["w"].shape[-1], case["x"].shape[1:]
-        ok, why = _matches(rec.get("plain"), reference(case["x"], case["w"]))
-        oks.append(ok)
-        if not ok:
-            notes.append(f"k = {k}, {h}×{w} image: {why}.")
-    msg = (
-        "Your layer matches conv2d with circular padding for k = 3 and k = 5."
-        if all(oks)
-        else " ".join(notes) + " y[o, i, j] = Σ w[o, c, u, v] x[c, i + u − p, j + v − p] with "
-        "p = (k − 1)/2 and indices modulo H and W: a cross-correlation (no kernel flip), with "
-        "the image wrapped around, not padded with zeros (def. 1.7)."
+        oks.append(_matches(rec.record("plain"), reference(case["x"], case["w"])))
+        if not oks[-1]:
+            notes.append(f"k = {k}, {h}×{w} image: {oks[-1].why}.")
+    if all(oks):
+        return 1.0, "Your layer matches conv2d with circular padding for k = 3 and k = 5."
+    return share(oks), " ".join(notes) + (
+        " y[o, i, j] = Σ w[o, c, u, v] x[c, i + u − p, j + v − p] with p = (k − 1)/2 and "
+        "indices modulo H and W: a cross-correlation (no kernel flip), with the image "
+        "wrapped around, not padded with zeros (def. 1.7)."
     )
-    props.append(prop(*NAMES["value"], sum(oks) / len(oks), msg))
 
-    # 2. channels
-    ok, why = _matches(r.get("multi"), reference(c["multi"]["x"], c["multi"]["w"]))
-    msg = (
-        "c_in = 3 → c_out = 2 channels: each output channel sums its filter over all inputs."
-        if ok
-        else f"c_in = 3 → c_out = 2: {why}. Output channel o sums over every input channel c "
+
+@check("c_in → c_out channels, w[o, c, u, v]", 1.0)
+def channels(r: Result, c: dict):
+    ok = _matches(r.record("multi"), reference(c["multi"]["x"], c["multi"]["w"]))
+    if ok:
+        return (
+            1.0,
+            "c_in = 3 → c_out = 2 channels: each output channel sums its filter over all inputs.",
+        )
+    return 0.0, (
+        f"c_in = 3 → c_out = 2: {ok.why}. Output channel o sums over every input channel c "
         "the correlation of x[c] with w[o, c] (def. 1.7); w has shape (c_out, c_in, k, k)."
     )
-    props.append(prop(*NAMES["channels"], ok, msg))
 
-    # 3. equivariance at stride 1, on the student's own outputs (from processes apart)
+
+@check("commutes with torch.roll at stride 1 (prop. 1.8)", 2.0)
+def roll(r: Result, c: dict):
+    """Equivariance at stride 1, on the student's own outputs (from processes apart)."""
     oks, notes = [], []
-    for case, rec in zip(c["single"], single, strict=True):
+    for case, rec in zip(c["single"], r.parts("single", 2), strict=True):
         shape = reference(case["x"], case["w"]).shape
-        base, why = _image(rec.get("base"), shape)
-        moved, why2 = _image(rec.get("shifted"), shape)
+        base, why = _image(rec.record("base"), shape)
+        moved, why2 = _image(rec.record("shifted"), shape)
         if base is None or moved is None:
             oks.append(False)
             notes.append(f"shift {case['shift']}: {why or why2}.")
@@ -251,33 +211,39 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
         oks.append(_rolled(base, moved, case["shift"]))
         if not oks[-1]:
             notes.append(f"shift {case['shift']}: f(roll(x)) ≠ roll(f(x)).")
-    msg = (
-        "Shifting the input by torch.roll shifts your output by the same amount."
-        if all(oks)
-        else " ".join(notes) + " With circular padding every output uses the same k × k "
-        "neighbourhood, taken modulo the image size, so the layer commutes with cyclic shifts "
-        "(prop. 1.8, Ex. 8(b)); zero padding breaks this at the borders."
+    if all(oks):
+        return 1.0, "Shifting the input by torch.roll shifts your output by the same amount."
+    return share(oks), " ".join(notes) + (
+        " With circular padding every output uses the same k × k neighbourhood, taken "
+        "modulo the image size, so the layer commutes with cyclic shifts (prop. 1.8, "
+        "Ex. 8(b)); zero padding breaks this at the borders."
     )
-    props.append(prop(*NAMES["roll"], sum(oks) / len(oks), msg))
 
-    # 4. stride 2: the stride-1 output at (2i, 2j)
-    s2 = r.get("stride2") if isinstance(r.get("stride2"), dict) else {}
+
+@check("stride 2 keeps the stride-1 outputs at (2i, 2j)", 1.0)
+def stride(r: Result, c: dict):
     case = c["single"][0]
-    ok, why = _matches(s2.get("plain"), reference(case["x"], case["w"], 2))
-    msg = (
-        "Stride 2 keeps the stride-1 outputs at (2i, 2j), half the size in each direction."
-        if ok
-        else f"Stride 2: {why}. The stride-s output is the stride-1 output at (s·i, s·j), "
+    ok = _matches(r.part("stride2").record("plain"), reference(case["x"], case["w"], 2))
+    if ok:
+        return (
+            1.0,
+            "Stride 2 keeps the stride-1 outputs at (2i, 2j), half the size in each direction.",
+        )
+    return 0.0, (
+        f"Stride 2: {ok.why}. The stride-s output is the stride-1 output at (s·i, s·j), "
         "starting at (0, 0): an output of side ⌊(H + 2p − k)/s⌋ + 1."
     )
-    props.append(prop(*NAMES["stride"], ok, msg))
 
-    # 5. stride 2 follows even shifts (2t → t) and no odd one, on the student's own outputs
-    # (each from a process of its own)
+
+@check("stride 2: a shift by 2t moves the output by t, an odd shift by nothing", 2.0)
+def shifts(r: Result, c: dict):
+    """Stride 2 follows even shifts (2t → t) and no odd one, on the student's own outputs
+    (each from a process of its own)."""
+    case, s2 = c["single"][0], r.part("stride2")
     shape = reference(case["x"], case["w"], 2).shape
-    base, why = _image(s2.get("base"), shape)
-    even, why_even = _image(s2.get("even"), shape)
-    odd, why_odd = _image(s2.get("odd"), shape)
+    base, why = _image(s2.record("base"), shape)
+    even, why_even = _image(s2.record("even"), shape)
+    odd, why_odd = _image(s2.record("odd"), shape)
     (a, b), odd_shift = c["even"], c["odd"]
     notes = []
     even_ok = base is not None and even is not None and _rolled(base, even, (a // 2, b // 2))
@@ -297,12 +263,18 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
             )
     else:
         notes.append(f"Odd shift {odd_shift}: {why or why_odd}.")
-    msg = (
-        f"A shift by ({a}, {b}) moves your stride-2 output by ({a // 2}, {b // 2}), and no "
-        f"shift of the output reproduces the odd shift {odd_shift} (Ex. 8(c))."
-        if even_ok and odd_ok
-        else " ".join(notes) + " The stride-2 output at (i, j) is the stride-1 output at "
-        "(2i, 2j): an even shift 2t moves it by t, an odd one has no counterpart (Ex. 8(c))."
+    if even_ok and odd_ok:
+        return 1.0, (
+            f"A shift by ({a}, {b}) moves your stride-2 output by ({a // 2}, {b // 2}), and no "
+            f"shift of the output reproduces the odd shift {odd_shift} (Ex. 8(c))."
+        )
+    return 0.5 * even_ok + 0.5 * odd_ok, " ".join(notes) + (
+        " The stride-2 output at (i, j) is the stride-1 output at (2i, 2j): an even shift "
+        "2t moves it by t, an odd one has no counterpart (Ex. 8(c))."
     )
-    props.append(prop(*NAMES["shifts"], 0.5 * even_ok + 0.5 * odd_ok, msg))
-    return props
+
+
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
+    """Compare with the circular cross-correlation and test the shift (non-)equivariance."""
+    r, c = Result(result), cases(seed)
+    return [value(r, c), channels(r, c), roll(r, c), stride(r, c), shifts(r, c)]
