@@ -251,163 +251,250 @@ def grade_batch(
     """
     start = time.perf_counter()
     info = keys.release
-    all_keys = keys.all()
-    chosen = reveal
-    reveal = reveal_now(info.due, info.policy, info.timezone) if reveal is None else reveal
+    shown = reveal_now(info.due, info.policy, info.timezone) if reveal is None else reveal
     out.mkdir(parents=True, exist_ok=True)
-    # A gradebook not made yet holds no attempt, so nothing can be unchanged: the first
-    # submissions then run while it is made (SQLAlchemy's import and the tables, 0.2 s),
-    # and what they graded before it opened is recorded then
-    fresh = db_url is None and not extensions and not (out / GRADEBOOK).exists()
-    book: Gradebook | None = None
-    early: list[tuple] = []  # graded before a fresh book opened: record() once it has
-    moved: dict[str, set[str]] = {}  # standings that changed besides those graded now
+    batch = _Batch(
+        keys,
+        out,
+        sandbox=sandbox,
+        db_url=db_url,
+        reveal=shown,
+        chosen=reveal,
+        regrade=regrade,
+        manifest=manifest,
+        extensions=extensions,
+        on_done=on_done,
+    )
+    if not batch.fresh:
+        batch.book = batch.open_book()
+    found = find_submissions(submissions, info.notebook, batch.warnings)
+    results = batch.grade_all(found, jobs)
+    return Summary(
+        batch.counts["graded"],
+        batch.counts["skipped"],
+        batch.counts["errors"],
+        time.perf_counter() - start,
+        out,
+        results,
+        batch.warnings,
+    )
 
-    def open_book() -> Gradebook:
+
+def _grader_failed(err: Exception) -> str:
+    return f"the grader failed on this submission: {type(err).__name__}: {err}"
+
+
+class _Batch:
+    """One run of :func:`grade_batch`: its gradebook, counts and warnings.  Submissions run
+    in the sandbox in a pool of threads; each run is judged, recorded and its student's
+    files written in one thread of its own (``judging``), so a sandbox slot never waits
+    for the grader's side of a result."""
+
+    def __init__(
+        self,
+        keys: Keys,
+        out: Path,
+        *,
+        sandbox: Runner,
+        db_url: str | None,
+        reveal: bool,
+        chosen: bool | None,
+        regrade: bool,
+        manifest: dict[str, SubmittedAt] | None,
+        extensions: list[Extension] | None,
+        on_done: Callable[[StudentResult | None], None] | None,
+    ):
+        self.keys, self.info, self.all_keys = keys, keys.release, keys.all()
+        self.out, self.sandbox, self.db_url = out, sandbox, db_url
+        self.reveal, self.chosen = reveal, chosen  # chosen: the caller's, None by policy
+        self.regrade, self.manifest, self.extensions = regrade, manifest, extensions
+        self.on_done = on_done
+        # A gradebook not made yet holds no attempt, so nothing can be unchanged: the
+        # first submissions then run while it is made (SQLAlchemy's import and the
+        # tables, 0.2 s), and what they graded before it opened is recorded then
+        self.fresh = db_url is None and not extensions and not (out / GRADEBOOK).exists()
+        self.book: Gradebook | None = None
+        self.early: list[tuple] = []  # graded before a fresh book opened: recorded once it has
+        self.moved: dict[str, set[str]] = {}  # standings that changed besides those graded now
+        self.warnings: list[str] = []
+        self.counts = {"graded": 0, "skipped": 0, "errors": 0}
+        self.lock = threading.Lock()  # the book, counts and gradebook writes, from the threads
+        self.judging: ThreadPoolExecutor | None = None
+
+    def open_book(self) -> Gradebook:
+        """The gradebook, with this release (and the batch's extensions) recorded."""
         from autograder.gradebook import Gradebook
 
-        opened = Gradebook(db_url or f"sqlite:///{(out / GRADEBOOK).resolve()}")
+        opened = Gradebook(self.db_url or f"sqlite:///{(self.out / GRADEBOOK).resolve()}")
         try:
-            opened.record_release(info, keys.folder, out, reveal=chosen)
-            if extensions:
-                opened.add_extensions(extensions)
-                for m in opened.restate({e.student_id for e in extensions}):
-                    moved.setdefault(m.assignment, set()).add(m.student_id)
+            opened.record_release(self.info, self.keys.folder, self.out, reveal=self.chosen)
+            if self.extensions:
+                opened.add_extensions(self.extensions)
+                for m in opened.restate({e.student_id for e in self.extensions}):
+                    self.moved.setdefault(m.assignment, set()).add(m.student_id)
         except BaseException:
             opened.close()
             raise
         return opened
 
-    if not fresh:
-        book = open_book()
-    warnings: list[str] = []
-    found = find_submissions(submissions, info.notebook, warnings)
-    counts = {"graded": 0, "skipped": 0, "errors": 0}
-    lock = threading.Lock()  # the book, counts and gradebook writes, from the worker threads
+    def grade_all(self, found: dict[str, Path | None], jobs: int) -> list[dict]:
+        """Grade every submission ``found``, publish the standings that moved, and return
+        the assignment's standings; the gradebook is closed after."""
+        try:
+            with (
+                ThreadPoolExecutor(max_workers=1) as judging,
+                ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
+            ):
+                self.judging = judging
+                futures = [pool.submit(self.run_submission, sid, nb) for sid, nb in found.items()]
+                if self.fresh:
+                    self.open_fresh_book(futures)
+                for future in futures:
+                    judged = future.result()
+                    if judged is not None:
+                        judged.result()
+            self.publish_moved()
+            return self.book.results(self.info.assignment)
+        finally:
+            if self.book is not None:
+                self.book.close()
 
-    def unchanged(student_id: str, notebook: Path, key) -> bool:
-        graded = content_hash(notebook)  # the key's digest only then: it needs pint
-        return book.unchanged(info.assignment, student_id, graded) and book.unchanged(
-            info.assignment, student_id, graded, keys.digest(key)
-        )
+    def open_fresh_book(self, futures: list[Future]) -> None:
+        """Open the book being made while the first submissions run, and record what was
+        graded before it opened (``early``); if it cannot be opened, nothing more runs."""
+        try:
+            opened = self.open_book()
+        except BaseException:  # nothing recorded: the batch says why
+            for future in futures:
+                future.cancel()
+            raise
+        with self.lock:
+            self.book = opened
+            docs = [(self.record(*entry), entry[3]) for entry in self.early]
+        for doc, key in docs:
+            write_student(self.out, doc, self.info, key, self.reveal, self.warnings)
 
-    def record(result: StudentResult, when, notebook: Path | None, key, digest) -> dict:
-        """Record one result in the open book (``lock`` held); the student's standing."""
-        from autograder.gradebook import result_to_json
+    def publish_moved(self) -> None:
+        """Write again the files of every standing that changed besides those graded: this
+        assignment's, and other assignments' (a late-day pool spent anew)."""
+        from autograder.gradebook import GradebookError
 
-        doc, also = book.record(
-            info.assignment,
-            result,
-            result_to_json(result),
-            submitted=when,
-            notebook=notebook,
-            key_sha256=digest,
-            checks=keys.checks_used(key) if key else None,
-            policy=info.policy,
-        )
-        counts["errors" if result.error else "graded"] += 1
-        for m in also:
-            moved.setdefault(m.assignment, set()).add(m.student_id)
-        return doc
-
-    def one(student_id: str, notebook: Path | None) -> Future | None:
-        """Run the submission in the sandbox, and hand the rest to ``judging``: a sandbox
-        slot never waits for the grader's side of a result.  The judging's future, or None
-        when the submission is unchanged."""
-        when = submitted_at(student_id, notebook, manifest=manifest, zone=info.timezone)
-        key = None
-        version, problem = 0, f"no key for student {student_id!r} in {keys.folder}"
-        if student_id in keys:  # the variant current when it was submitted (the ledger's)
+        assignment = self.info.assignment
+        students = self.moved.pop(assignment, set())
+        publish(self.book, assignment, students, self.keys, self.warnings)
+        for other, students in sorted(self.moved.items()):
             try:
-                key, version = keys.key_at(student_id, when.at if when else None)
+                publish(self.book, other, students, warnings=self.warnings)
+            except GradebookError as err:
+                self.warnings.append(f"{other}: its files were not written again: {err}")
+
+    def key_of(self, student_id: str, when: SubmittedAt | None) -> tuple[Key | None, int, str]:
+        """The student's key, the variant current when it was submitted (the ledger's), its
+        version, and why there is none."""
+        key, version = None, 0
+        problem = f"no key for student {student_id!r} in {self.keys.folder}"
+        if student_id in self.keys:
+            try:
+                key, version = self.keys.key_at(student_id, when.at if when else None)
             except KeyFileError as err:  # e.g. a reseeded key file missing from keys/
                 problem = str(err)
+        return key, version, problem
+
+    def unchanged(self, student_id: str, notebook: Path, key: Key) -> bool:
+        """Graded already, from this notebook and with this key."""
+        graded = content_hash(notebook)  # the key's digest only then: it needs pint
+        assignment = self.info.assignment
+        return self.book.unchanged(assignment, student_id, graded) and self.book.unchanged(
+            assignment, student_id, graded, self.keys.digest(key)
+        )
+
+    def run_submission(self, student_id: str, notebook: Path | None) -> Future | None:
+        """Run the submission in the sandbox, and hand the rest to ``judging``: the
+        judging's future, or None when the submission is unchanged."""
+        when = submitted_at(student_id, notebook, manifest=self.manifest, zone=self.info.timezone)
+        key, version, problem = self.key_of(student_id, when)
         ran = None
         if key is not None:
             if (
                 notebook is not None
-                and not (fresh or regrade)
-                and unchanged(student_id, notebook, key)
+                and not (self.fresh or self.regrade)
+                and self.unchanged(student_id, notebook, key)
             ):
-                with lock:
-                    counts["skipped"] += 1
-                if on_done:
-                    on_done(None)
+                with self.lock:
+                    self.counts["skipped"] += 1
+                if self.on_done:
+                    self.on_done(None)
                 return None
             try:
-                ran = run_notebook(key, notebook, keys=keys, runner=sandbox)
+                ran = run_notebook(key, notebook, keys=self.keys, runner=self.sandbox)
             except Exception as err:  # noqa: BLE001 - one submission's trouble, not the batch's
-                problem = failed(err)
-        return judging.submit(finish, student_id, when, notebook, key, version, ran, problem)
+                problem = _grader_failed(err)
+        return self.judging.submit(
+            self.finish, student_id, when, notebook, key, version, ran, problem
+        )
 
-    def failed(err: Exception) -> str:
-        return f"the grader failed on this submission: {type(err).__name__}: {err}"
-
-    def finish(student_id, when, notebook, key, version, ran: Ran | None, problem) -> None:
+    def finish(
+        self,
+        student_id: str,
+        when: SubmittedAt | None,
+        notebook: Path | None,
+        key: Key | None,
+        version: int,
+        ran: Ran | None,
+        problem: str,
+    ) -> None:
         """Judge a run, record it and write the student's files (one thread: ``judging``)."""
         result = None
         if ran is not None:
             try:
                 result = judge(
-                    key, notebook, ran, keys=keys, reveal=reveal, others=all_keys, version=version
+                    key,
+                    notebook,
+                    ran,
+                    keys=self.keys,
+                    reveal=self.reveal,
+                    others=self.all_keys,
+                    version=version,
                 )
             except Exception as err:  # noqa: BLE001 - one submission's trouble, not the batch's
-                problem = failed(err)
+                problem = _grader_failed(err)
         if result is None:
             points = key.points if key else 0.0
             result = StudentResult(student_id, 0.0, points, [], error=problem)
-        digest = keys.digest(key) if key else None  # pint: not under the lock
-        with lock:
-            if book is None:  # a fresh book still being made
-                early.append((result, when, notebook, key, digest))
+        digest = self.keys.digest(key) if key else None  # pint: not under the lock
+        with self.lock:
+            if self.book is None:  # a fresh book still being made
+                self.early.append((result, when, notebook, key, digest))
                 doc = None
             else:
-                doc = record(result, when, notebook, key, digest)
+                doc = self.record(result, when, notebook, key, digest)
         if doc is not None:
-            write_student(out, doc, info, key, reveal, warnings)
-        if on_done:
-            on_done(result)
+            write_student(self.out, doc, self.info, key, self.reveal, self.warnings)
+        if self.on_done:
+            self.on_done(result)
 
-    try:
-        with (
-            ThreadPoolExecutor(max_workers=1) as judging,
-            ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
-        ):
-            futures = [pool.submit(one, sid, nb) for sid, nb in found.items()]
-            if fresh:
-                try:
-                    opened = open_book()
-                except BaseException:  # nothing recorded: the batch says why
-                    for future in futures:
-                        future.cancel()
-                    raise
-                with lock:
-                    book = opened
-                    docs = [(record(*entry), entry[3]) for entry in early]
-                for doc, key in docs:
-                    write_student(out, doc, info, key, reveal, warnings)
-            for future in futures:
-                judged = future.result()
-                if judged is not None:
-                    judged.result()
-        from autograder.gradebook import GradebookError
+    def record(
+        self,
+        result: StudentResult,
+        when: SubmittedAt | None,
+        notebook: Path | None,
+        key: Key | None,
+        digest: str | None,
+    ) -> dict:
+        """Record one result in the open book (``lock`` held); the student's standing."""
+        from autograder.gradebook import result_to_json
 
-        publish(book, info.assignment, moved.pop(info.assignment, set()), keys, warnings)
-        for other, students in sorted(moved.items()):  # a late-day pool spent anew
-            try:
-                publish(book, other, students, warnings=warnings)
-            except GradebookError as err:
-                warnings.append(f"{other}: its files were not written again: {err}")
-        results = book.results(info.assignment)
-    finally:
-        if book is not None:
-            book.close()
-    return Summary(
-        counts["graded"],
-        counts["skipped"],
-        counts["errors"],
-        time.perf_counter() - start,
-        out,
-        results,
-        warnings,
-    )
+        doc, also = self.book.record(
+            self.info.assignment,
+            result,
+            result_to_json(result),
+            submitted=when,
+            notebook=notebook,
+            key_sha256=digest,
+            checks=self.keys.checks_used(key) if key else None,
+            policy=self.info.policy,
+        )
+        self.counts["errors" if result.error else "graded"] += 1
+        for m in also:
+            self.moved.setdefault(m.assignment, set()).add(m.student_id)
+        return doc

@@ -23,8 +23,12 @@ class Graded:
     verdict: Verdict
 
 
-@dataclass
+@dataclass(frozen=True)
 class StudentResult:
+    """One student's graded submission, built whole, once: by :func:`grade_harvest`, or by
+    the batch for a submission that was never judged; never patched after (a changed copy
+    is :func:`dataclasses.replace`'s)."""
+
     student_id: str
     score: float
     max_score: float
@@ -46,6 +50,19 @@ class StudentResult:
     claimed_version: int | None = None
     # what the sandbox returned (plain data), kept in the gradebook's attempt, not the result
     harvest: dict[str, Any] | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a harvest came from, as its result keeps it: the notebook run (its SHA-256),
+    the sandbox's time and isolation, and the metadata's claims where they are not the
+    student graded and the variant version graded."""
+
+    content_hash: str = ""
+    seconds: float = 0.0
+    isolation: str = ""
+    released_to: str | None = None
+    claimed_version: int | None = None
 
 
 def _in_asked_unit(a: Answer, harvested: dict[str, Any]) -> float | None:
@@ -147,14 +164,50 @@ def grade_harvest(
     checks: Mapping[str, Checks],
     reveal: bool,
     error: str | None = None,
+    provenance: Provenance | None = None,
+    others: dict[str, Key] | None = None,
 ) -> StudentResult:
     """Every part of one student's key against what the sandbox harvested, by the
     release's ``policy`` and with its ``checks`` (file under keys/ -> loaded checks).
 
     A submission that could not be run (``harvest`` None) scores 0 with its error
-    recorded; free-response parts stay pending for a person.
+    recorded; free-response parts stay pending for a person.  ``provenance``: where the
+    harvest came from, kept in the result with the harvest itself (for the gradebook's
+    attempt).  ``others``: the other students' keys, for the copy signals.
     """
-    harvest = harvest or {}
+    parts, check_errors = _grade_parts(key, harvest or {}, policy, checks, reveal)
+    cell_errors = [
+        f"cell {c['index']}: {c['error']}"
+        for c in (harvest or {}).get("cells", [])
+        if not c.get("ok")
+    ]
+    came = provenance or Provenance()
+    return StudentResult(
+        student_id=key.student.id,
+        score=sum(p.verdict.score or 0.0 for p in parts),
+        max_score=key.points,
+        parts=parts,
+        error=error,
+        cell_errors=cell_errors,
+        check_errors=check_errors,
+        copy_signals=_copy_signals(parts, key, others) if others else [],
+        content_hash=came.content_hash,
+        seconds=came.seconds,
+        isolation=came.isolation,
+        released_to=came.released_to,
+        claimed_version=came.claimed_version,
+        harvest=harvest if provenance is not None else None,
+    )
+
+
+def _grade_parts(
+    key: Key,
+    harvest: dict[str, Any],
+    policy: Policy,
+    checks: Mapping[str, Checks],
+    reveal: bool,
+) -> tuple[list[Graded], list[str]]:
+    """Every part's verdict, in the key's order, and the checks' own failures."""
     answers = harvest.get("answers", {})
     written = harvest.get("written", {})  # free-response texts, read from the notebook
     probes = harvest.get("probes", {})
@@ -176,27 +229,20 @@ def grade_harvest(
             for r in q.free_response
         ]
         parts += [Graded(q.id, q.index, q.title, v) for v in verdicts]
-    cell_errors = [
-        f"cell {c['index']}: {c['error']}" for c in harvest.get("cells", []) if not c.get("ok")
-    ]
-    return StudentResult(
-        student_id=key.student.id,
-        score=sum(p.verdict.score or 0.0 for p in parts),
-        max_score=key.points,
-        parts=parts,
-        error=error,
-        cell_errors=cell_errors,
-        check_errors=check_errors,
-    )
+    return parts, check_errors
 
 
 def copy_signals(result: StudentResult, key: Key, others: dict[str, Key]) -> list[str]:
     """Wrong answers that equal another student's key: flagged for the instructor, never scored."""
+    return _copy_signals(result.parts, key, others)
+
+
+def _copy_signals(parts: list[Graded], key: Key, others: dict[str, Key] | None) -> list[str]:
     if not others:
         return []
     own = {(q.id, a.id): a for q in key.questions for a in q.answers}
     signals = []
-    for g in result.parts:
+    for g in parts:
         v = g.verdict
         a = own.get((g.question, v.part))
         if v.status not in ("wrong", "misconception") or v.value is None or a is None:

@@ -26,13 +26,13 @@ from datetime import datetime
 from pathlib import Path
 
 from autograder.batch import reveal_now
-from autograder.grade import copy_signals, grade_harvest
+from autograder.grade import Provenance, grade_harvest
 from autograder.gradebook import Gradebook, GradebookError, result_to_json
 from autograder.keys import Keys
-from autograder.sandbox import Plan
+from autograder.sandbox import Plan, Probe
 from autograder.submission import Runner, content_hash
 from autograder.submitted_at import SubmittedAt
-from contract import KeyFileError
+from contract import Key, KeyFileError
 
 DIFF_COLUMNS = (
     "student_id",
@@ -102,131 +102,183 @@ def regrade(
     """Grade ``assignment``'s latest attempts again against the keys where they now are
     (``open_runner(keys)``: a sandbox, opened only when some checks changed)."""
     start = time.perf_counter()
-    row = book.assignment(assignment)
+    regrading = _Regrading(book, assignment)
+    todo = regrading.to_grade_again(students)
+    sandbox = _SandboxOnDemand(open_runner, regrading.keys)
     try:
-        keys = Keys(Path(row.keys_dir or ""))
-    except KeyFileError as err:
-        raise GradebookError(f"{assignment}: {err}") from None
-    info = keys.release
-    all_keys = keys.all()
-    reveal = (
-        reveal_now(row.due_override or info.due, info.policy, info.timezone)
-        if row.reveal is None
-        else row.reveal
+        for standing, attempt, key, changed in todo:
+            harvest = regrading.harvest(standing["student_id"], attempt, changed, sandbox)
+            if harvest is not None:
+                regrading.grade_again(standing, attempt, key, harvest)
+    finally:
+        sandbox.close()
+    regrading.out.seconds = time.perf_counter() - start
+    return regrading.out
+
+
+class _SandboxOnDemand:
+    """The sandbox of ``open_runner(keys)``, opened the first time a notebook must run
+    again (most regrades run none), and closed by :meth:`close`."""
+
+    def __init__(self, open_runner: Callable[[Keys], AbstractContextManager[Runner]], keys: Keys):
+        self._open, self._keys = open_runner, keys
+        self._cm: AbstractContextManager[Runner] | None = None
+        self._runner: Runner | None = None
+
+    def runner(self) -> Runner:
+        if self._runner is None:
+            self._cm = self._open(self._keys)
+            self._runner = self._cm.__enter__()
+        return self._runner
+
+    def close(self) -> None:
+        if self._cm is not None:
+            self._cm.__exit__(None, None, None)
+
+
+def _notebook_of(attempt) -> Path | None:
+    """The notebook an attempt graded, if it is still where it was, unchanged."""
+    path = Path(attempt.notebook) if attempt.notebook else None
+    try:
+        return path if path and content_hash(path) == attempt.content_hash else None
+    except OSError:
+        return None
+
+
+def _submitted(attempt) -> SubmittedAt | None:
+    """An attempt's submission time, as it was recorded."""
+    if not attempt.submitted_at:
+        return None
+    return SubmittedAt(
+        datetime.fromisoformat(attempt.submitted_at), attempt.time_source, attempt.time_warning
     )
-    out = Regraded()
-    todo = []
-    for standing, attempt in book.latest(assignment):
-        sid = standing["student_id"]
-        if students is not None and sid not in students:
-            continue
-        if attempt is None or sid not in keys:
-            out.errors.append(f"{sid}: no attempt of theirs to grade again, or no key")
-            continue
-        at = datetime.fromisoformat(attempt.submitted_at) if attempt.submitted_at else None
+
+
+class _Regrading:
+    """One :func:`regrade` of an assignment: its keys where they now are, and the tally
+    (``out``)."""
+
+    def __init__(self, book: Gradebook, assignment: str):
+        row = book.assignment(assignment)
         try:
-            key, _version = keys.key_at(sid, at)  # the variant current when it was submitted
+            self.keys = Keys(Path(row.keys_dir or ""))
         except KeyFileError as err:
-            out.errors.append(f"{sid}: {err}")
-            continue
-        if attempt.key_sha256 == keys.digest(key) and attempt.policy_json == (
-            info.policy.model_dump_json()
-        ):
-            out.unchanged += 1
-            continue
-        if attempt.harvest_json is None:
-            out.errors.append(
-                f"{sid}: graded before harvests were kept (or not run): grade the "
-                "submissions again with `scalegrade grade --regrade`"
-            )
-            continue
+            raise GradebookError(f"{assignment}: {err}") from None
+        self.book, self.assignment = book, assignment
+        self.info = self.keys.release
+        self.all_keys = self.keys.all()
+        self.reveal = (
+            reveal_now(row.due_override or self.info.due, self.info.policy, self.info.timezone)
+            if row.reveal is None
+            else row.reveal
+        )
+        self.out = Regraded()
+
+    def to_grade_again(self, students: set[str] | None) -> list[tuple]:
+        """The latest attempts (of ``students``, everyone's when None) whose key or policy
+        changed: (standing, attempt, key, the probes whose checks changed).  Those left
+        as they are are counted (unchanged) or said (errors) in ``out``."""
+        out, keys = self.out, self.keys
+        todo = []
+        for standing, attempt in self.book.latest(self.assignment):
+            sid = standing["student_id"]
+            if students is not None and sid not in students:
+                continue
+            if attempt is None or sid not in keys:
+                out.errors.append(f"{sid}: no attempt of theirs to grade again, or no key")
+                continue
+            at = datetime.fromisoformat(attempt.submitted_at) if attempt.submitted_at else None
+            try:
+                key, _version = keys.key_at(sid, at)  # the variant current when submitted
+            except KeyFileError as err:
+                out.errors.append(f"{sid}: {err}")
+                continue
+            if attempt.key_sha256 == keys.digest(key) and attempt.policy_json == (
+                self.info.policy.model_dump_json()
+            ):
+                out.unchanged += 1
+                continue
+            if attempt.harvest_json is None:
+                out.errors.append(
+                    f"{sid}: graded before harvests were kept (or not run): grade the "
+                    "submissions again with `scalegrade grade --regrade`"
+                )
+                continue
+            todo.append((standing, attempt, key, self.changed_probes(key, attempt)))
+        return todo
+
+    def changed_probes(self, key: Key, attempt) -> tuple[Probe, ...]:
+        """The probes of ``key``'s code parts whose checks are not those ``attempt`` was
+        graded with."""
         graded_with = json.loads(attempt.checks_json or "{}")
-        probes = {p.id: p for p in keys.plan(key).probes}
-        changed = tuple(
+        probes = {p.id: p for p in self.keys.plan(key).probes}
+        return tuple(
             probes[f"q{q.index}-{c.id}"]
             for q in key.questions
             for c in q.code
             if c.checks is not None and graded_with.get(c.checks.file) != c.checks.sha256
         )
-        todo.append((standing, attempt, key, changed))
 
-    def notebook_of(attempt) -> Path | None:
-        path = Path(attempt.notebook) if attempt.notebook else None
-        try:
-            return path if path and content_hash(path) == attempt.content_hash else None
-        except OSError:
+    def harvest(
+        self, sid: str, attempt, changed: tuple[Probe, ...], sandbox: _SandboxOnDemand
+    ) -> dict | None:
+        """What to grade ``attempt`` from again: its stored harvest, with the ``changed``
+        probes run again on its notebook where there are any.  None, said in ``out``'s
+        errors, when they cannot run."""
+        harvest = json.loads(attempt.harvest_json)
+        if not changed:
+            self.out.from_harvest += 1
+            return harvest
+        notebook = _notebook_of(attempt)
+        if notebook is None:
+            self.out.errors.append(
+                f"{sid}: its checks changed, and the notebook graded "
+                f"({attempt.notebook or 'path not kept'}) is gone or changed: grade "
+                "it again with `scalegrade grade --regrade`"
+            )
             return None
+        outcome = sandbox.runner().run(notebook, Plan(variables=(), probes=changed))
+        if outcome.harvest is None:
+            self.out.errors.append(f"{sid}: the probes did not run: {outcome.error}")
+            return None
+        self.out.rerun += 1
+        return {
+            **harvest,
+            "probes": {**harvest.get("probes", {}), **outcome.harvest["probes"]},
+        }
 
-    runner_cm = None
-    runner = None
-    try:
-        for standing, attempt, key, changed in todo:
-            sid = standing["student_id"]
-            harvest = json.loads(attempt.harvest_json)
-            if changed:
-                notebook = notebook_of(attempt)
-                if notebook is None:
-                    out.errors.append(
-                        f"{sid}: its checks changed, and the notebook graded "
-                        f"({attempt.notebook or 'path not kept'}) is gone or changed: grade "
-                        "it again with `scalegrade grade --regrade`"
-                    )
-                    continue
-                if runner is None:
-                    runner_cm = open_runner(keys)
-                    runner = runner_cm.__enter__()
-                outcome = runner.run(notebook, Plan(variables=(), probes=changed))
-                if outcome.harvest is None:
-                    out.errors.append(f"{sid}: the probes did not run: {outcome.error}")
-                    continue
-                harvest = {
-                    **harvest,
-                    "probes": {**harvest.get("probes", {}), **outcome.harvest["probes"]},
-                }
-                out.rerun += 1
-            else:
-                out.from_harvest += 1
-            raw = json.loads(attempt.result_json)
-            result = grade_harvest(
-                key,
-                harvest,
-                policy=info.policy,
-                checks=keys.checks,
-                reveal=reveal,
-                error=raw["error"],
-            )
-            result.content_hash = attempt.content_hash
-            result.seconds = raw.get("seconds", 0.0)
-            result.isolation = raw.get("isolation", "")
-            result.released_to = raw.get("released_to")
-            result.harvest = harvest
-            result.copy_signals = copy_signals(result, key, all_keys)
-            when = (
-                SubmittedAt(
-                    datetime.fromisoformat(attempt.submitted_at),
-                    attempt.time_source,
-                    attempt.time_warning,
-                )
-                if attempt.submitted_at
-                else None
-            )
-            new, _ = book.record(
-                assignment,
-                result,
-                result_to_json(result),
-                submitted=when,
-                notebook=Path(attempt.notebook) if attempt.notebook else None,
-                key_sha256=keys.digest(key),
-                checks=keys.checks_used(key),
-                policy=info.policy,
-            )
-            out.diff += diff(sid, standing, new)
-            out.totals[sid] = (standing["score"], new["score"])
-    finally:
-        if runner_cm is not None:
-            runner_cm.__exit__(None, None, None)
-    out.seconds = time.perf_counter() - start
-    return out
+    def grade_again(self, standing: dict, attempt, key: Key, harvest: dict) -> None:
+        """Grade ``harvest`` against ``key``, record it as a new attempt, and add what
+        changed of the student's standing to ``out``."""
+        sid = standing["student_id"]
+        raw = json.loads(attempt.result_json)
+        result = grade_harvest(
+            key,
+            harvest,
+            policy=self.info.policy,
+            checks=self.keys.checks,
+            reveal=self.reveal,
+            error=raw["error"],
+            provenance=Provenance(
+                content_hash=attempt.content_hash,
+                seconds=raw.get("seconds", 0.0),
+                isolation=raw.get("isolation", ""),
+                released_to=raw.get("released_to"),
+            ),
+            others=self.all_keys,
+        )
+        new, _ = self.book.record(
+            self.assignment,
+            result,
+            result_to_json(result),
+            submitted=_submitted(attempt),
+            notebook=Path(attempt.notebook) if attempt.notebook else None,
+            key_sha256=self.keys.digest(key),
+            checks=self.keys.checks_used(key),
+            policy=self.info.policy,
+        )
+        self.out.diff += diff(sid, standing, new)
+        self.out.totals[sid] = (standing["score"], new["score"])
 
 
 def write_diff(out: Path, done: Regraded) -> Path:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from autograder.grade import StudentResult, copy_signals, grade_harvest
+from autograder.grade import Provenance, StudentResult, grade_harvest
 from autograder.keys import Keys
 from autograder.sandbox import Outcome, Plan, clean_text
 from contract import Key
@@ -156,19 +156,19 @@ def judge(
     harvest = outcome.harvest
     if harvest is not None:
         harvest = {**harvest, "written": written_answers(notebook)}
-    result = grade_harvest(key, harvest, error=outcome.error, **rules)
-    result.content_hash = ran.digest
-    result.harvest = harvest
-    result.seconds = outcome.seconds
-    result.isolation = outcome.isolation
     meta = _metadata(notebook)
     owner = _owner(meta)
-    result.released_to = owner if owner is not None and owner != key.student.id else None
     claimed = _claimed_version(meta)
-    result.claimed_version = claimed if claimed != version else None
-    if others:
-        result.copy_signals = copy_signals(result, key, others)
-    return result
+    provenance = Provenance(
+        content_hash=ran.digest,
+        seconds=outcome.seconds,
+        isolation=outcome.isolation,
+        released_to=owner if owner is not None and owner != key.student.id else None,
+        claimed_version=claimed if claimed != version else None,
+    )
+    return grade_harvest(
+        key, harvest, error=outcome.error, provenance=provenance, others=others, **rules
+    )
 
 
 def grade_one(

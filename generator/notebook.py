@@ -15,7 +15,8 @@ import nbformat
 from nbformat import v4
 from nbformat.v4.nbjson import split_lines
 
-from generator.variant import KeyAnswer, Variant, unit_factor
+from generator import otter as public_checks
+from generator.variant import KeyAnswer, Variant, given_cell, unit_factor
 
 SCHEMA_VERSION = 1
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -78,34 +79,6 @@ def _points(pts: float) -> str:
     return f"{pts:g} point" if pts == 1 else f"{pts:g} points"
 
 
-def _python_value(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return repr(int(value)) if abs(value) < 1e6 else f"{value:.6g}"
-    return repr(value)
-
-
-def question_text(v: Variant, params_units: dict[str, str]) -> str:
-    """All the text of question ``v`` a student's notebook shows: what they can read."""
-    parts = [v.prompt, _given_cell(v, params_units)]
-    parts += [k.prompt for k in v.answers if k.ask]
-    parts += [p["prompt"] for p in (*v.free_response, *v.code)]
-    return "\n".join(parts)
-
-
-def given_units(q) -> dict[str, str]:
-    """The unit comment of each parameter of question ``q`` in its Given cell."""
-    return {n: (p.unit or "") for n, p in q.spec.params.items()}
-
-
-def _given_cell(v: Variant, params_units: dict[str, str]) -> str:
-    lines = [f"# Given (question {v.index}): your numbers, in SI units. Do not edit this cell."]
-    for name, value in v.given.items():
-        unit = params_units.get(name, "")
-        note = f"  # {unit} ({v.shown[name]})" if unit else ""
-        lines.append(f"{name} = {_python_value(value)}{note}")
-    return "\n".join(lines)
-
-
 _ALTERNATIVES = {  # SI unit -> other units a student may write with the value
     "byte": '"GB", "GiB", "MB", "TB"',
     "s": '"ms", "s", "min", "h", "days"',
@@ -159,20 +132,51 @@ def render(
     ``grader.check("q<n>")`` cell after each question's answers.
     """
     nb = v4.new_notebook()
-    nb.metadata.update(
-        {
-            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-            "language_info": {"name": "python"},
-            "scalegrade": {
-                "schema_version": SCHEMA_VERSION,
-                "assignment": assignment_id,
-                "student_id": student.id,
-                "solutions": solutions,
-                **({"variant_version": version} if version else {}),
-            },
-        }
+    nb.metadata.update(_notebook_metadata(assignment_id, student, solutions, version))
+    nb.cells.append(
+        _header_cell(course_title, assignment_id, assignment_title, student, sum(points))
     )
-    total = sum(points)
+    checked: dict[str, str] = {}
+    if otter:
+        checked = public_checks.tests(variants)
+        nb.metadata["otter"] = {"OK_FORMAT": False, "tests": checked}
+        nb.cells.append(_otter_init_cell(otter))
+    for v, q_points in zip(variants, points, strict=True):
+        nb.cells.extend(
+            _question_cells(
+                v,
+                q_points,
+                params_units[v.question_id],
+                solutions=solutions,
+                public_check=f"q{v.index}" in checked,
+            )
+        )
+    if check:
+        nbformat.validate(nb)
+    return nb
+
+
+def _notebook_metadata(
+    assignment_id: str, student: Any, solutions: bool, version: int
+) -> dict[str, Any]:
+    """The notebook's kernel, and whose notebook it is (read by the grader, never trusted)."""
+    return {
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+        "scalegrade": {
+            "schema_version": SCHEMA_VERSION,
+            "assignment": assignment_id,
+            "student_id": student.id,
+            "solutions": solutions,
+            **({"variant_version": version} if version else {}),
+        },
+    }
+
+
+def _header_cell(
+    course_title: str, assignment_id: str, assignment_title: str, student: Any, total: float
+) -> Any:
+    """The title, the student's name, the points, and how to write an answer."""
     header = (
         f"# {assignment_title}\n\n**{course_title}** — `{assignment_id}`\n\n"
         f"Student: **{student.name}** (`{student.id}`). These numbers are yours: other "
@@ -181,147 +185,140 @@ def render(
         'string with its unit (`"21 GB"`, `"19.6 GiB"`, `"8.8 days"`). Run the whole '
         "notebook before submitting."
     )
-    nb.cells.append(_markdown(header, "header", solution=False, grade=False, locked=True))
-    checked: dict[str, str] = {}
-    if otter:
-        from generator import otter as public_checks
+    return _markdown(header, "header", solution=False, grade=False, locked=True)
 
-        checked = public_checks.tests(variants)
-        nb.metadata["otter"] = {"OK_FORMAT": False, "tests": checked}
-        nb.cells.append(
-            _code(
-                public_checks.init_cell(otter),
-                "otter-init",
-                solution=False,
-                grade=False,
-                locked=True,
-            )
-        )
-    for v, q_points in zip(variants, points, strict=True):
-        q = f"q{v.index}"
-        scale = q_points / v.points if v.points else 1.0
-        title = (
-            f"## Question {v.index}. {v.title} ({_points(q_points)})\n\n*Source: notes {v.source}*"
-        )
-        nb.cells.append(
-            _markdown(
-                f"{title}\n\n{v.prompt}", f"{q}-prompt", solution=False, grade=False, locked=True
-            )
-        )
-        nb.cells.append(
-            _code(
-                _given_cell(v, params_units[v.question_id]),
-                f"{q}-given",
-                solution=False,
-                grade=False,
-                locked=True,
-            )
-        )
-        asked = [k for k in v.answers if k.ask]
-        for k in asked:
-            pts = k.points * scale
-            part = {
-                "question": v.question_id,
-                "kind": "answer",
-                "answer": k.id,
-                "variable": k.variable,
-                "unit": k.unit,
-                "points": pts,
-            }
-            nb.cells.append(
-                _markdown(
-                    f"**{k.prompt}** ({_points(pts)})",
-                    f"{q}-{k.id}-prompt",
-                    solution=False,
-                    grade=False,
-                    locked=True,
-                )
-            )
-            value = _filled(k) if solutions else "..."
-            source = f"{k.variable} = {value}  # {_answer_hint(k)}"
-            nb.cells.append(
-                _code(source, f"{q}-{k.id}", solution=True, grade=False, locked=False, part=part)
-            )
-        if q in checked:
-            nb.cells.append(
-                _code(
-                    public_checks.check_cell(q),
-                    f"{q}-check",
-                    solution=False,
-                    grade=False,
-                    locked=True,
-                )
-            )
-        for r in v.free_response:
-            pts = r["points"] * scale
-            part = {
-                "question": v.question_id,
-                "kind": "free_response",
-                "answer": r["id"],
-                "points": pts,
-            }
-            nb.cells.append(
-                _markdown(
-                    f"**{r['prompt']}** ({_points(pts)}, graded by a person)",
-                    f"{q}-{r['id']}-prompt",
-                    solution=False,
-                    grade=False,
-                    locked=True,
-                )
-            )
-            body = f"*Expected:* {r['rubric']}" if solutions else "YOUR ANSWER HERE"
-            nb.cells.append(
-                _markdown(
-                    body,
-                    f"{q}-{r['id']}",
-                    solution=True,
-                    grade=True,
-                    locked=False,
-                    points=pts,
-                    part=part,
-                )
-            )
-        for c in v.code:
-            pts = c["points"] * scale
-            part = {
-                "question": v.question_id,
-                "kind": "code",
-                "answer": c["id"],
-                "function": c["function"],
-                "points": pts,
-            }
-            nb.cells.append(
-                _markdown(
-                    f"**{c['prompt']}** ({_points(pts)})",
-                    f"{q}-{c['id']}-prompt",
-                    solution=False,
-                    grade=False,
-                    locked=True,
-                )
-            )
-            nb.cells.append(
-                _code(
-                    c["solution"] if solutions else c["starter"],
-                    f"{q}-{c['id']}",
-                    solution=True,
-                    grade=False,
-                    locked=False,
-                    part=part,
-                )
-            )
-        if solutions:
-            nb.cells.append(
-                _markdown(
-                    f"### Worked solution, question {v.index}\n\n{v.solution}",
-                    f"{q}-solution",
-                    solution=False,
-                    grade=False,
-                    locked=True,
-                )
-            )
-    if check:
-        nbformat.validate(nb)
-    return nb
+
+def _otter_init_cell(notebook_name: str) -> Any:
+    return _code(
+        public_checks.init_cell(notebook_name),
+        "otter-init",
+        solution=False,
+        grade=False,
+        locked=True,
+    )
+
+
+def _question_cells(
+    v: Variant,
+    q_points: float,
+    params_units: dict[str, str],
+    *,
+    solutions: bool,
+    public_check: bool,
+) -> list[Any]:
+    """Question ``v``'s cells, worth ``q_points``: its prompt and Given cell, its answers
+    (then its otter check, with ``public_check``), its written and code parts, and its
+    worked solution in the solutions notebook.  Each part's points are scaled to
+    ``q_points``."""
+    q = f"q{v.index}"
+    scale = q_points / v.points if v.points else 1.0
+    title = f"## Question {v.index}. {v.title} ({_points(q_points)})\n\n*Source: notes {v.source}*"
+    cells = [
+        _markdown(
+            f"{title}\n\n{v.prompt}", f"{q}-prompt", solution=False, grade=False, locked=True
+        ),
+        _code(given_cell(v, params_units), f"{q}-given", solution=False, grade=False, locked=True),
+    ]
+    for k in v.answers:
+        if k.ask:
+            cells += _answer_cells(v, q, k, k.points * scale, solutions)
+    if public_check:
+        check = public_checks.check_cell(q)
+        cells.append(_code(check, f"{q}-check", solution=False, grade=False, locked=True))
+    for r in v.free_response:
+        cells += _free_response_cells(v, q, r, r["points"] * scale, solutions)
+    for c in v.code:
+        cells += _code_part_cells(v, q, c, c["points"] * scale, solutions)
+    if solutions:
+        worked = f"### Worked solution, question {v.index}\n\n{v.solution}"
+        cells.append(_markdown(worked, f"{q}-solution", solution=False, grade=False, locked=True))
+    return cells
+
+
+def _answer_cells(v: Variant, q: str, k: KeyAnswer, pts: float, solutions: bool) -> list[Any]:
+    """A numeric answer's prompt, and its cell (``variable = ...``, or the key's value)."""
+    part = {
+        "question": v.question_id,
+        "kind": "answer",
+        "answer": k.id,
+        "variable": k.variable,
+        "unit": k.unit,
+        "points": pts,
+    }
+    value = _filled(k) if solutions else "..."
+    source = f"{k.variable} = {value}  # {_answer_hint(k)}"
+    return [
+        _markdown(
+            f"**{k.prompt}** ({_points(pts)})",
+            f"{q}-{k.id}-prompt",
+            solution=False,
+            grade=False,
+            locked=True,
+        ),
+        _code(source, f"{q}-{k.id}", solution=True, grade=False, locked=False, part=part),
+    ]
+
+
+def _free_response_cells(
+    v: Variant, q: str, r: dict[str, Any], pts: float, solutions: bool
+) -> list[Any]:
+    """A written part's prompt, and its cell for a person to grade (the rubric, in the
+    solutions notebook)."""
+    part = {
+        "question": v.question_id,
+        "kind": "free_response",
+        "answer": r["id"],
+        "points": pts,
+    }
+    body = f"*Expected:* {r['rubric']}" if solutions else "YOUR ANSWER HERE"
+    return [
+        _markdown(
+            f"**{r['prompt']}** ({_points(pts)}, graded by a person)",
+            f"{q}-{r['id']}-prompt",
+            solution=False,
+            grade=False,
+            locked=True,
+        ),
+        _markdown(
+            body,
+            f"{q}-{r['id']}",
+            solution=True,
+            grade=True,
+            locked=False,
+            points=pts,
+            part=part,
+        ),
+    ]
+
+
+def _code_part_cells(
+    v: Variant, q: str, c: dict[str, Any], pts: float, solutions: bool
+) -> list[Any]:
+    """A code part's prompt, and its cell: the starter, or the reference solution."""
+    part = {
+        "question": v.question_id,
+        "kind": "code",
+        "answer": c["id"],
+        "function": c["function"],
+        "points": pts,
+    }
+    return [
+        _markdown(
+            f"**{c['prompt']}** ({_points(pts)})",
+            f"{q}-{c['id']}-prompt",
+            solution=False,
+            grade=False,
+            locked=True,
+        ),
+        _code(
+            c["solution"] if solutions else c["starter"],
+            f"{q}-{c['id']}",
+            solution=True,
+            grade=False,
+            locked=False,
+            part=part,
+        ),
+    ]
 
 
 def dumps(nb: nbformat.NotebookNode) -> str:

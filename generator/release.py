@@ -30,7 +30,7 @@ from generator import notebook, sheets
 from generator.assignment import Assignment
 from generator.checks import variant_problems
 from generator.html import markdown
-from generator.variant import Variant, build
+from generator.variant import Variant, build, given_units
 
 OWNED = ("release", "keys", "solutions", "sheets", "ta_keys")
 HISTORY = "keys-history"  # keys replaced by `scalegrade rekey`: kept across a release
@@ -76,7 +76,7 @@ def variants_for(
 
 def params_units(assignment: Assignment) -> dict[str, dict[str, str]]:
     """For the given cells: the unit comment of each parameter, by question."""
-    return {q.id: notebook.given_units(q) for q in assignment.questions}
+    return {q.id: given_units(q) for q in assignment.questions}
 
 
 def released_checks(assignment: Assignment) -> dict[str, str]:

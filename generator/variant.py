@@ -26,6 +26,7 @@ from costmodel import expression
 from costmodel.hardware import gpu as lookup_gpu
 from costmodel.units import human, sig
 from costmodel.units import sci as sci_text
+from generator.leaks import guessed, leaked
 from generator.misconceptions import LIBRARY
 from generator.question import GPU_ATTRIBUTES, Answer, Param, Question, template
 
@@ -420,14 +421,40 @@ def build(
     )
 
 
+def _python_value(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return repr(int(value)) if abs(value) < 1e6 else f"{value:.6g}"
+    return repr(value)
+
+
+def given_units(q: Question) -> dict[str, str]:
+    """The unit comment of each parameter of question ``q`` in its Given cell."""
+    return {n: (p.unit or "") for n, p in q.spec.params.items()}
+
+
+def given_cell(v: Variant, params_units: dict[str, str]) -> str:
+    """The source of question ``v``'s Given cell: the student's numbers, in SI units."""
+    lines = [f"# Given (question {v.index}): your numbers, in SI units. Do not edit this cell."]
+    for name, value in v.given.items():
+        unit = params_units.get(name, "")
+        note = f"  # {unit} ({v.shown[name]})" if unit else ""
+        lines.append(f"{name} = {_python_value(value)}{note}")
+    return "\n".join(lines)
+
+
+def question_text(v: Variant, params_units: dict[str, str]) -> str:
+    """All the text of question ``v`` a student's notebook shows: what they can read."""
+    parts = [v.prompt, given_cell(v, params_units)]
+    parts += [k.prompt for k in v.answers if k.ask]
+    parts += [p["prompt"] for p in (*v.free_response, *v.code)]
+    return "\n".join(parts)
+
+
 def giveaways(q: Question, v: Variant) -> list[tuple[str, str, str]]:
     """What of ``v``'s key its student gets without the work: an asked key printed in the
     question (a derived parameter of the Given cell, a number of the prompt), or equal to
     0, 1 or a given number unless its part says why that is its point (``guessable``):
     (part, "printed" or "no work", why)."""
-    from generator.leaks import guessed, leaked
-    from generator.notebook import given_units, question_text
-
     derived = {name for name, p in q.spec.params.items() if p.expr is not None}
     drawn = set(v.given) - derived
     text = question_text(v, given_units(q))

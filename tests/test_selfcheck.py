@@ -62,10 +62,7 @@ def _line_of(path: Path, text: str) -> int:
 # grade()'s first line: every result, the solution's too, meets the bug
 GRADE_BUG = ("def grade(", "undefined_helper(result)")
 # only a wrong ring meets it: the solution earns every point, a student's mistake fails it
-WRONG_ONLY_BUG = (
-    "    props.append(_prop(names[0][0], names[0][1], sum(good) / p, msg))",
-    "if not all(good): missing_name + 1",
-)
+WRONG_ONLY_BUG = ("    bad = [r for r in range(p) if not good[r]]", "missing_name + 1")
 # probe(): in the probe process, before the student's function is called
 PROBE_BUG = ("def probe(", "raise KeyError('a typo in probe')")
 

@@ -85,6 +85,15 @@ def notes(verdicts: Iterable[Verdict], most: int = 3, sep: str = " ") -> str:
     return listed(whys, most, sep)
 
 
+def judged(verdicts: list, good: str, advice: str = "", most: int | None = None):
+    """A property's (score, message) from one verdict per case: ``good`` when all hold;
+    else the share that hold, the reasons of those that do not (the first ``most``, or
+    all), then ``advice``."""
+    if all(verdicts):
+        return 1.0, good
+    return share(verdicts), notes(verdicts, most or len(verdicts)) + advice
+
+
 def listed(lines: list[str], most: int = 3, sep: str = "; ") -> str:
     """The first ``most`` lines, joined, with how many more there are."""
     more = f" (and {len(lines) - most} more)" if len(lines) > most else ""

@@ -170,6 +170,22 @@ class Record:
         a = self.array()
         return float(a.reshape(-1)[0]) if a is not None and a.size == 1 else None
 
+    def as_float(self) -> float | None:
+        """``float()`` of the value returned, by Python's rules: a float, a bool, an int
+        (exactly read, while float64 holds it), a 0-d array or a one-element tensor
+        converts; a list, a longer array, a string or None does not (None then, as for a
+        call that raised)."""
+        if not self.ok:
+            return None
+        if self.integer is not None:
+            try:
+                return float(self.integer)
+            except OverflowError:
+                return None
+        if self.type in ("float", "bool", "Tensor") or (self.type, self.shape) == ("ndarray", ()):
+            return self.number()
+        return None
+
     def item(self, i: int) -> Record:
         """The ``i``-th element of a tuple or list returned; absent when there is none."""
         if not self.ok:

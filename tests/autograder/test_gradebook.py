@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -62,8 +63,10 @@ def test_a_regrade_replaces_the_student_and_their_part_grades(tmp_path):
 
 def test_every_attempt_is_kept_with_its_harvest_time_and_hashes(tmp_path):
     book = Gradebook(f"sqlite:///{tmp_path / 'gradebook.sqlite'}")
-    first = _result("ana", 1.0, {"a": 1.0, "b": 0.0}, "h1")
-    first.harvest = {"answers": {"q1_a": {"kind": "number", "value": 1.0}}}
+    first = replace(
+        _result("ana", 1.0, {"a": 1.0, "b": 0.0}, "h1"),
+        harvest={"answers": {"q1_a": {"kind": "number", "value": 1.0}}},
+    )
     when = SubmittedAt(datetime(2026, 12, 18, 20, 0, tzinfo=UTC), "nbgrader")
     book.record("tdlsm/hw1", first, submitted=when, key_sha256="k" * 64, checks={"c": "d"})
     book.record("tdlsm/hw1", _result("ana", 2.0, {"a": 1.0, "b": 1.0}, "h2"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -124,7 +125,7 @@ def test_gradebook_is_idempotent_and_survives_a_restart(keyset, tmp_path: Path):
     url = f"sqlite:///{tmp_path / 'gradebook.sqlite'}"
     book = Gradebook(url)
     result = grade_harvest(keyset["ana"], {"answers": {}}, policy=POLICY, checks={}, reveal=False)
-    result.content_hash = "abc"
+    result = replace(result, content_hash="abc")
     book.record("tdlsm/hw1", result)
     book.record("tdlsm/hw1", result)  # a rerun replaces, never duplicates
     book.close()

@@ -16,10 +16,13 @@ that a float result costs only the exact-integer property.
 
 from __future__ import annotations
 
+import builtins
 import math
 import time
 
 import numpy as np
+
+from autograder.checklib import Property, Record, Result, check, count, listed
 
 ISOLATED = True  # probe() runs in the probe process; calculator, in the student's
 
@@ -59,31 +62,14 @@ def _big(rng: np.random.Generator, digits: int) -> int:
     return int(rng.integers(1, 10)) * 10 ** (digits - 1) + int(rng.integers(0, 10**15))
 
 
+# fmt: off
 INVALID = [
-    "",
-    "   ",
-    "2 +",
-    "* 3",
-    "(1 + 2",
-    "1 + 2)",
-    "1 2",
-    "2 ** 10",
-    "2 ** 2 ** 10",
-    "7 / 2",
-    "7 // 2",
-    "7 % 2",
-    "1 << 3",
-    "1.5 + 1",
-    "1e3",
-    "x + 1",
-    "abs(-3)",
-    "__import__('math').factorial(5)",
-    "[1, 2]",
-    "'a' * 3",
-    "1 if 1 else 2",
-    "2 < 3",
-    "~5",
+    "", "   ", "2 +", "* 3", "(1 + 2", "1 + 2)", "1 2",  # malformed
+    "2 ** 10", "2 ** 2 ** 10", "7 / 2", "7 // 2", "7 % 2", "1 << 3",  # other operators
+    "1.5 + 1", "1e3", "x + 1", "abs(-3)", "__import__('math').factorial(5)",  # floats, names
+    "[1, 2]", "'a' * 3", "1 if 1 else 2", "2 < 3", "~5",  # other syntax
 ]
+# fmt: on
 
 
 def cases(seed: int) -> dict:
@@ -128,30 +114,6 @@ def cases(seed: int) -> dict:
     }
 
 
-def _record(answer) -> dict:
-    """The student's answer on one expression (the value returned, or the exception
-    raised), as plain data."""
-    if isinstance(answer, BaseException):
-        return {
-            "kind": "error",
-            "type": type(answer).__name__,
-            "value_error": isinstance(answer, ValueError),
-            "message": str(answer)[:120],
-        }
-    v = answer
-    if type(v) is int:
-        return {"kind": "int", "value": hex(v)}
-    if isinstance(v, bool | str | bytes):  # "42" is not a number
-        return {"kind": "other", "type": type(v).__name__}
-    rec: dict = {"kind": "number", "type": type(v).__name__}
-    try:
-        f = float(v)
-        rec["float"] = f if math.isfinite(f) else str(f)
-        return rec
-    except BaseException:  # noqa: BLE001
-        return {"kind": "other", "type": type(v).__name__}
-
-
 # Code an eval-based calculator would run: pure syntax, no name to patch or to take away
 # (eval(text, {"__builtins__": {}}) runs it all the same): about half a second of work
 # (0.75 s and 0.6 s on the reference machine), and a 240 MB list, allocated at once, which
@@ -185,10 +147,7 @@ def _timed(student, text: str) -> dict:
         answer, peak = student.measured(text)
     except Exception as err:  # noqa: BLE001 - what the student's function raised
         answer, peak = err, getattr(err, "peak_bytes", None)
-    rec = _record(answer)
-    rec["seconds"] = time.monotonic() - start
-    rec["peak"] = peak
-    return rec
+    return {"call": Record.of(answer, seconds=time.monotonic() - start), "peak": peak}
 
 
 GROUPS = ("chains", "unary", "precedence", "exact", "invalid", "long_valid", "long_any")
@@ -201,11 +160,11 @@ def _texts(c: dict, group: str) -> list[str]:
 
 def probe(student, seed: int, params: dict) -> dict:
     """Call ``calculator`` on the seed's expressions (one round trip), then on the code
-    payloads, each timed here; the results as plain data."""
+    payloads, each timed here; a record of each call."""
     c = cases(seed)
     texts = {group: _texts(c, group) for group in GROUPS}
-    answers = iter(student.map([(t,) for group in GROUPS for t in texts[group]]))
-    out: dict = {group: [_record(next(answers)) for _ in texts[group]] for group in GROUPS}
+    recs = iter(student.calls([(t,) for group in GROUPS for t in texts[group]]))
+    out: dict = {group: [next(recs) for _ in texts[group]] for group in GROUPS}
     out["long_valid"] = out["long_valid"][0]
     out["code"] = [_timed(student, text) for text in code_payloads(seed)]
     return out
@@ -213,203 +172,176 @@ def probe(student, seed: int, params: dict) -> dict:
 
 # --- grade (trusted) ---------------------------------------------------------------------
 
-
-def _value(rec) -> int | float | None:
-    """The number a record holds (an int when it is one), or None."""
-    if not isinstance(rec, dict):
-        return None
-    try:
-        if rec.get("kind") in ("int", "number") and isinstance(rec.get("value"), str):
-            return int(rec["value"], 16)
-        if rec.get("kind") == "number" and type(rec.get("float")) is float:
-            return rec["float"]
-    except ValueError:
-        return None
-    return None
+# what the probe process reads back as a ValueError: the built-in ones (a class of the
+# student's own crosses as a RuntimeError naming it)
+_BUILTINS = [t for t in vars(builtins).values() if isinstance(t, type)]
+VALUE_ERRORS = {t.__name__ for t in _BUILTINS if issubclass(t, ValueError)}
 
 
-def _matches(rec, expected: int) -> bool:
+def _float_value(rec: Record) -> float | None:
+    """The float a value that is neither an int nor a bool converts to, or None."""
+    return None if rec.type in ("int", "bool") else rec.as_float()
+
+
+def _value(rec: Record) -> int | float | None:
+    """The number a record holds (an int when it is one, a finite float), or None."""
+    if rec.ok and rec.type == "int":
+        return rec.integer
+    v = _float_value(rec)
+    return v if v is not None and math.isfinite(v) else None
+
+
+def _matches(rec: Record, expected: int) -> bool:
     v = _value(rec)
-    if v is None:
-        return False
     if isinstance(v, float):
         return abs(expected) < 2**53 and v == float(expected)
-    return v == expected
+    return v is not None and v == expected
 
 
-def _said(rec) -> str:
+def _said(rec: Record) -> str:
     """What the calculator did, in words (never the expected value)."""
-    if not isinstance(rec, dict):
-        return "no result"
-    if rec.get("kind") == "error":
-        return f"raised {rec.get('type')}: {rec.get('message')}"
     v = _value(rec)
+    if rec.missing:
+        return "no result"
+    if not rec.ok:  # the exception's message, cut to 120 characters
+        raised = rec.raised or ""
+        return f"raised {raised}: {rec.error[len(raised) + 2 :][:120]}"
     if v is None:
-        return f"returned a {rec.get('type')}"
+        return f"returned a {rec.type}"
     if abs(v) < 10**30:
         return f"returned {v}"
     return f"returned a number of about {int(int(abs(v)).bit_length() * 0.30103) + 1} digits"
 
 
-def _group(result: dict, name: str, expected: list) -> tuple[int, list[str]]:
-    recs = result.get(name) if isinstance(result.get(name), list) else []
-    recs = (recs + [None] * len(expected))[: len(expected)]
-    hits, notes = 0, []
-    for rec, (text, value) in zip(recs, expected, strict=True):
-        if _matches(rec, value):
-            hits += 1
-        elif len(notes) < 2:
-            notes.append(f"{text!r} {_said(rec)}")
-    return hits, notes
-
-
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Score results and exceptions against the values redrawn from the seed."""
-    from autograder.checktools import count, prop
-
-    c = cases(seed)
-    result = result if isinstance(result, dict) else {}
-    props = []
-    computed = 0  # valid expressions computed right: without any, the other checks say nothing
-
-    hits_c, notes_c = _group(result, "chains", c["chains"])
-    hits_u, notes_u = _group(result, "unary", c["unary"])
-    computed += hits_c + hits_u
-    total = len(c["chains"]) + len(c["unary"])
-    msg = (
-        "Sums and differences are evaluated from left to right, with unary minus."
-        if hits_c + hits_u == total
-        else "; ".join(notes_c + notes_u) + ". + and − group from the left (a − b − c = "
-        "(a − b) − c), and a leading minus negates (the agent's running total may be "
-        "negative: '-17 - 25')."
-    )
-    props.append(
-        prop("+ and − from left to right, unary minus", 1.0, (hits_c + hits_u) / total, msg)
-    )
-
-    hits, notes = _group(result, "precedence", c["precedence"])
-    computed += hits
-    msg = (
-        "* binds tighter than +, and parentheses group."
-        if hits == len(c["precedence"])
-        else "; ".join(notes) + ". * is evaluated before + and −, and parentheses first: "
-        "2 + 3 * 4 = 14, (2 + 3) * 4 = 20."
-    )
-    props.append(prop("* before + and −, parentheses", 2.0, hits / len(c["precedence"]), msg))
-
-    recs = result.get("exact") if isinstance(result.get("exact"), list) else []
-    recs = (recs + [None] * len(c["exact"]))[: len(c["exact"])]
-    exact_ok = [
-        isinstance(rec, dict) and rec.get("kind") == "int" and _matches(rec, value)
-        for rec, (_, value) in zip(recs, c["exact"], strict=True)
+def _group(r: Result, name: str, expected: list) -> tuple[int, list[str]]:
+    """How many values of the group match; what the first two that do not gave."""
+    recs = r.records(name, len(expected))
+    notes = [
+        f"{t!r} {_said(rec)}"
+        for rec, (t, v) in zip(recs, expected, strict=True)
+        if not _matches(rec, v)
     ]
-    computed += sum(exact_ok)
-    if all(exact_ok):
-        msg = "Results are Python ints, exact beyond 64 bits."
-    else:
-        i = exact_ok.index(False)
-        rec = recs[i]
-        kind = rec.get("type") if isinstance(rec, dict) and rec.get("kind") == "number" else None
-        msg = (
-            f"{c['exact'][i][0]!r} {_said(rec)}"
-            + (f" (a {kind}, not an int)" if kind else "")
-            + ". Return a Python int: it is exact at any size, where floats keep 53 bits "
-            "and NumPy's int64 overflows."
-        )
-    props.append(prop("exact integers of any size", 1.0, sum(exact_ok) / len(exact_ok), msg))
+    return len(expected) - len(notes), notes[:2]
 
-    if not computed:
-        why = "Cannot tell: the calculator never computes a valid expression right."
-        for name, w in (
-            ("ValueError on anything else", 2.0),
-            ("long input: a value or a ValueError", 1.0),
-            (CODE_PROPERTY, 2.0),
-        ):
-            props.append(prop(name, w, 0, why))
-        return props
 
-    recs = result.get("invalid") if isinstance(result.get("invalid"), list) else []
-    recs = (recs + [None] * len(c["invalid"]))[: len(c["invalid"])]
+@check("+ and − from left to right, unary minus", 1.0)
+def left_to_right(r: Result, c: dict):
+    hits_c, notes_c = _group(r, "chains", c["chains"])
+    hits_u, notes_u = _group(r, "unary", c["unary"])
+    score = (hits_c + hits_u) / (len(c["chains"]) + len(c["unary"]))
+    if score == 1:
+        return score, "Sums and differences are evaluated from left to right, with unary minus."
+    return score, "; ".join(notes_c + notes_u) + (
+        ". + and − group from the left (a − b − c = (a − b) − c), and a leading minus negates "
+        "(the agent's running total may be negative: '-17 - 25')."
+    )
+
+
+@check("* before + and −, parentheses", 2.0)
+def precedence(r: Result, c: dict):
+    hits, notes = _group(r, "precedence", c["precedence"])
+    if hits == len(c["precedence"]):
+        return 1.0, "* binds tighter than +, and parentheses group."
+    return hits / len(c["precedence"]), "; ".join(notes) + (
+        ". * is evaluated before + and −, and parentheses first: 2 + 3 * 4 = 14, (2 + 3) * 4 = 20."
+    )
+
+
+@check("exact integers of any size", 1.0)
+def exact_ints(r: Result, c: dict):
+    recs = r.records("exact", len(c["exact"]))
+    oks = [
+        rec.type == "int" and _matches(rec, v) for rec, (_, v) in zip(recs, c["exact"], strict=True)
+    ]
+    if all(oks):
+        return 1.0, "Results are Python ints, exact beyond 64 bits."
+    i = oks.index(False)
+    kind = f" (a {recs[i].type}, not an int)" if _float_value(recs[i]) is not None else ""
+    return sum(oks) / len(oks), (
+        f"{c['exact'][i][0]!r} {_said(recs[i])}{kind}. Return a Python int: it is exact at any "
+        "size, where floats keep 53 bits and NumPy's int64 overflows."
+    )
+
+
+@check("ValueError on anything else", 2.0)
+def invalid(r: Result, c: dict):
+    recs = r.records("invalid", len(c["invalid"]))
     bad = [
-        (text, rec)
-        for text, rec in zip(c["invalid"], recs, strict=True)
-        if not (isinstance(rec, dict) and rec.get("kind") == "error" and rec.get("value_error"))
+        f"{t!r} {_said(rec)}"
+        for t, rec in zip(c["invalid"], recs, strict=True)
+        if rec.raised not in VALUE_ERRORS
     ]
     if not bad:
-        msg = (
+        return 1.0, (
             f"All {len(c['invalid'])} invalid expressions raise ValueError (other operators, "
             "names, calls, floats, malformed input)."
         )
-    else:
-        shown = "; ".join(f"{text!r} {_said(rec)}" for text, rec in bad[:3])
-        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
-        msg = (
-            f"{len(bad)} of {len(c['invalid'])} invalid expressions do not raise ValueError: "
-            f"{shown}{more}. The tool accepts integers, + − *, unary minus and parentheses, "
-            "and raises ValueError on anything else, including what does not parse (turn "
-            "ast.parse's SyntaxError into a ValueError)."
-        )
-    score = 1 - len(bad) / len(c["invalid"])
-    props.append(prop("ValueError on anything else", 2.0, score, msg))
-
-    # robustness only: the values themselves are the other properties' business
-    text, _ = c["long_valid"]
-    rec = result.get("long_valid")
-    notes = (
-        []
-        if _value(rec) is not None
-        else [f"a chain of 200 terms ({len(text)} characters) {_said(rec)}"]
+    return 1 - len(bad) / len(c["invalid"]), (
+        f"{len(bad)} of {len(c['invalid'])} invalid expressions do not raise ValueError: "
+        f"{listed(bad)}. The tool accepts integers, + − *, unary minus and parentheses, and "
+        "raises ValueError on anything else, including what does not parse (turn ast.parse's "
+        "SyntaxError into a ValueError)."
     )
-    recs = result.get("long_any") if isinstance(result.get("long_any"), list) else []
-    recs = (recs + [None] * len(c["long_any"]))[: len(c["long_any"])]
-    for text, rec in zip(c["long_any"], recs, strict=True):
-        raised = isinstance(rec, dict) and rec.get("kind") == "error" and rec.get("value_error")
-        if not raised and _value(rec) is None:
-            notes.append(f"{text[:12]!r}… ({len(text)} characters) {_said(rec)}")
-    total = 1 + len(c["long_any"])
+
+
+@check("long input: a value or a ValueError", 1.0)
+def long_input(r: Result, c: dict):
+    """Robustness only: the values themselves are the other properties' business.  An int
+    too long for a record's digits is a value all the same."""
+    text, rec = c["long_valid"][0], r.record("long_valid")
+    calls = [(f"a chain of 200 terms ({len(text)} characters)", rec, False)] + [
+        (f"{t[:12]!r}… ({len(t)} characters)", rec, True)
+        for t, rec in zip(c["long_any"], r.records("long_any", len(c["long_any"])), strict=True)
+    ]
+    notes = [
+        f"{what} {_said(rec)}"
+        for what, rec, may_raise in calls
+        if not (_value(rec) is not None or (rec.ok and rec.type == "int"))
+        and not (may_raise and rec.raised in VALUE_ERRORS)
+    ]
     if not notes:
-        msg = (
+        return 1.0, (
             "A 200-term chain gives a number; thousands of terms or deep nesting give a number "
             "or a ValueError."
         )
-    else:
-        msg = (
-            "; ".join(notes[:3]) + ". A chain of 200 terms must give a number, and longer or "
-            "deeper input a number or a ValueError, never another exception: ast.parse raises "
-            "RecursionError on deep trees, and so does a recursive evaluator; catch it and "
-            "raise ValueError."
-        )
-    props.append(prop("long input: a value or a ValueError", 1.0, 1 - len(notes) / total, msg))
+    return 1 - len(notes) / len(calls), "; ".join(notes[:3]) + (
+        ". A chain of 200 terms must give a number, and longer or deeper input a number or a "
+        "ValueError, never another exception: ast.parse raises RecursionError on deep trees, "
+        "and so does a recursive evaluator; catch it and raise ValueError."
+    )
 
-    payloads = code_payloads(seed)
-    recs = result.get("code") if isinstance(result.get("code"), list) else []
-    recs = (recs + [None] * len(payloads))[: len(payloads)]
-    ran = [
-        (text, rec)
-        for text, rec in zip(payloads, recs, strict=True)
-        if not (isinstance(rec, dict) and type(rec.get("seconds")) is float)
-        or rec["seconds"] >= RAN_SECONDS
-        or (count(rec.get("peak"), PEAK_MAX) or 0) >= RAN_BYTES
-    ]
+
+@check(CODE_PROPERTY, 2.0)
+def never_runs_code(r: Result, seed: int):
+    ran = []
+    for text, part in zip(code_payloads(seed), r.parts("code", 3), strict=True):
+        rec, peak = part.record("call"), count(part.get("peak"), PEAK_MAX)
+        if rec.seconds is None or rec.seconds >= RAN_SECONDS or (peak or 0) >= RAN_BYTES:
+            ran.append((text, rec.seconds, peak))
     if not ran:
-        msg = (
+        return True, (
             "Code written in the input never ran: a loop, a huge power and a huge list written "
             "as Python came back at once, taking no memory."
         )
+    text, seconds, peak = ran[0]
+    if peak is not None and peak >= RAN_BYTES:
+        took = f"made your process take {peak / 2**20:.0f} MB"
     else:
-        text, rec = ran[0]
-        took = rec.get("seconds") if isinstance(rec, dict) else None
-        peak = count(rec.get("peak"), PEAK_MAX) if isinstance(rec, dict) else None
-        if peak is not None and peak >= RAN_BYTES:
-            took = f"made your process take {peak / 2**20:.0f} MB"
-        else:
-            took = f"took {took:.2f} s" if type(took) is float else "did not come back"
-        msg = (
-            f"The calculator ran code written in its input: {text!r} {took}, the time Python "
-            "takes to run it, where a parser refuses it at once. A tool's input is data, not code "
-            "(§7.4): eval, even with {'__builtins__': {}}, runs whatever the model writes. "
-            "Parse it (ast.parse, then evaluate only the allowed nodes, as the notes' code "
-            "does)."
-        )
-    props.append(prop(CODE_PROPERTY, 2.0, not ran, msg))
-    return props
+        took = f"took {seconds:.2f} s" if seconds is not None else "did not come back"
+    return False, (
+        f"The calculator ran code written in its input: {text!r} {took}, the time Python takes "
+        "to run it, where a parser refuses it at once. A tool's input is data, not code (§7.4): "
+        "eval, even with {'__builtins__': {}}, runs whatever the model writes. Parse it "
+        "(ast.parse, then evaluate only the allowed nodes, as the notes' code does)."
+    )
+
+
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
+    """Score results and exceptions against the values redrawn from the seed."""
+    r, c = Result(result), cases(seed)
+    first = [left_to_right(r, c), precedence(r, c), exact_ints(r, c)]
+    if not any(p.score for p in first):  # without a valid expression computed right, the
+        why = "Cannot tell: the calculator never computes a valid expression right."  # rest
+        later = (invalid, long_input, never_runs_code)  # says nothing
+        return first + [Property(f.name, f.weight, 0, why) for f in later]
+    return first + [invalid(r, c), long_input(r, c), never_runs_code(r, seed)]

@@ -18,6 +18,8 @@ import math
 
 import numpy as np
 
+from autograder.checklib import Property, Record, Result, check, listed
+
 RTOL, ATOL = 1e-7, 1e-10
 HUGE_RTOL, HUGE_ATOL = 1e-6, 1e-9
 BIAS_ATOL = 1e-9
@@ -57,35 +59,14 @@ def cases(seed: int) -> dict:
     return {"values": values, "edges": edges, "huge": huge, "sweep": (sweep_n, sweep_k, ps)}
 
 
-def _value(v):
-    """What the student's pass@k returned, as a float (or "nan"/"inf"), or {"error": ...}."""
-    if isinstance(v, BaseException):  # raised in the student's process
-        return {"error": f"{type(v).__name__}: {v}"[:200]}
-    if isinstance(v, str | bytes):
-        return {"error": f"returned a {type(v).__name__}, not a number"}
-    try:
-        x = float(v)
-    except BaseException as err:  # noqa: BLE001
-        return {"error": f"returned {type(v).__name__}, not a number ({type(err).__name__})"}
-    return x if math.isfinite(x) else str(x)
-
-
 def probe(student, seed: int, params: dict) -> dict:
-    """Call ``pass_at_k`` on the seed's triples; return the values (plain data)."""
+    """Call ``pass_at_k`` on the seed's triples, in one batch; a record of each call."""
     c = cases(seed)
     n, k, _ = c["sweep"]
-    groups = {
-        "values": c["values"],
-        "edges": c["edges"],
-        "huge": c["huge"],
-        "sweep": [(n, ci, k) for ci in range(n + 1)],
-    }
-    calls = [t for triples in groups.values() for t in triples]
-    try:
-        answers = iter(student.map(calls))
-    except Exception as err:  # noqa: BLE001 - the student's process stopped answering
-        answers = iter([err] * len(calls))
-    return {name: [_value(next(answers)) for _ in triples] for name, triples in groups.items()}
+    groups = {name: c[name] for name in ("values", "edges", "huge")}
+    groups["sweep"] = [(n, ci, k) for ci in range(n + 1)]
+    recs = iter(student.calls([t for triples in groups.values() for t in triples]))
+    return {name: [next(recs) for _ in triples] for name, triples in groups.items()}
 
 
 # --- grade (trusted) ---------------------------------------------------------------------
@@ -96,100 +77,98 @@ def exact(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)  # int / int: correctly rounded
 
 
-def _check(recs, triples: list, rtol: float, atol: float) -> tuple[int, list[str]]:
-    """How many of the student's values match; a few lines saying which do not."""
-    recs = recs if isinstance(recs, list) else []
-    recs = (recs + [None] * len(triples))[: len(triples)]
+def _float(rec: Record) -> float | str:
+    """float() of the value the call returned, or the exception float() raises on it."""
+    v = rec.as_float()
+    if v is not None:
+        return v
+    return {"int": "OverflowError", "Tensor": "ValueError"}.get(rec.type, "TypeError")
+
+
+def _why(rec: Record, x: float | str | None) -> str:
+    """What the call gave instead of the exact value."""
+    if rec.missing:
+        return "no value"
+    if not rec.ok:
+        return rec.error[:200]
+    if rec.type == "str":
+        return "returned a str, not a number"
+    return f"returned {x:.10g}" if type(x) is float else f"returned {rec.type}, not a number ({x})"
+
+
+def _check(r: Result, cs: dict, group: str, rtol: float, atol: float) -> tuple[float, str]:
+    """The share of the student's values on ``group`` that match; a few lines saying which
+    do not (empty when all do)."""
     hits, notes = 0, []
-    for rec, (n, c, k) in zip(recs, triples, strict=True):
-        if type(rec) is float and math.isclose(rec, exact(n, c, k), rel_tol=rtol, abs_tol=atol):
+    for rec, (n, c, k) in zip(r.records(group, len(cs[group])), cs[group], strict=True):
+        x = _float(rec) if rec.ok else None
+        if type(x) is float and math.isclose(x, exact(n, c, k), rel_tol=rtol, abs_tol=atol):
             hits += 1
-            continue
-        if isinstance(rec, dict) and isinstance(rec.get("error"), str):
-            why = rec["error"]
-        elif isinstance(rec, str):
-            why = f"returned {rec}"
-        elif type(rec) is float:
-            why = f"returned {rec:.10g}"
         else:
-            why = "no value"
-        notes.append(f"n = {n}, c = {c}, k = {k}: {why}")
-    return hits, notes
+            notes.append(f"n = {n}, c = {c}, k = {k}: {_why(rec, x)}")
+    return hits / len(cs[group]), listed(notes) + "." if notes else ""
 
 
-def _listed(notes: list[str]) -> str:
-    more = f" (and {len(notes) - 3} more)" if len(notes) > 3 else ""
-    return "; ".join(notes[:3]) + more + "."
+@check("equals 1 − C(n − c, k)/C(n, k)", 2.0)
+def values(r: Result, c: dict):
+    score, notes = _check(r, c, "values", RTOL, ATOL)
+    return score, notes + (
+        " The unbiased estimator is 1 − C(n − c, k)/C(n, k), the probability that k of the n "
+        "samples drawn without replacement hold a right one (Proposition 7.5), not "
+        "1 − (1 − c/n)^k."
+    ) if notes else "Matches 1 − C(n − c, k)/C(n, k) on random (n, c, k)."
 
 
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Score the values against exact binomial ratios recomputed from the seed."""
-    from autograder.checktools import prop
+@check("edge cases: 0 when c = 0, 1 when n − c < k", 1.0)
+def edges(r: Result, c: dict):
+    score, notes = _check(r, c, "edges", 0.0, 1e-12)
+    return score, notes + (
+        " With c = 0 no draw succeeds (0); when n − c < k every k-subset holds a right sample "
+        "(1): return 1.0 before taking any logarithm or factor that vanishes (Proposition 7.5)."
+    ) if notes else "0 when c = 0; 1 when n − c < k (every k-subset holds a right sample)."
 
-    c = cases(seed)
-    result = result if isinstance(result, dict) else {}
-    props = []
 
-    hits, notes = _check(result.get("values"), c["values"], RTOL, ATOL)
-    msg = (
-        "Matches 1 − C(n − c, k)/C(n, k) on random (n, c, k)."
-        if not notes
-        else _listed(notes) + " The unbiased estimator is 1 − C(n − c, k)/C(n, k), the "
-        "probability that k of the n samples drawn without replacement hold a right one "
-        "(Proposition 7.5), not 1 − (1 − c/n)^k."
-    )
-    props.append(prop("equals 1 − C(n − c, k)/C(n, k)", 2.0, hits / len(c["values"]), msg))
+@check("large n without overflow", 1.0)
+def huge(r: Result, c: dict):
+    score, notes = _check(r, c, "huge", HUGE_RTOL, HUGE_ATOL)
+    return score, notes + (
+        " C(n, k) exceeds the largest float (about 10^308) for such n and k: compute the ratio "
+        "as the product Π (1 − k/i) over i = n − c + 1..n, or with exact integers, never "
+        "through floats of factorials."
+    ) if notes else "Accurate for n up to 20 000 and k up to 1000."
 
-    hits, notes = _check(result.get("edges"), c["edges"], 0.0, 1e-12)
-    msg = (
-        "0 when c = 0; 1 when n − c < k (every k-subset holds a right sample)."
-        if not notes
-        else _listed(notes) + " With c = 0 no draw succeeds (0); when n − c < k every "
-        "k-subset holds a right sample (1): return 1.0 before taking any logarithm or "
-        "factor that vanishes (Proposition 7.5)."
-    )
-    props.append(prop("edge cases: 0 when c = 0, 1 when n − c < k", 1.0, hits / 7, msg))
 
-    hits, notes = _check(result.get("huge"), c["huge"], HUGE_RTOL, HUGE_ATOL)
-    msg = (
-        "Accurate for n up to 20 000 and k up to 1000."
-        if not notes
-        else _listed(notes) + " C(n, k) exceeds the largest float (about 10^308) for such "
-        "n and k: compute the ratio as the product Π (1 − k/i) over i = n − c + 1..n, "
-        "or with exact integers, never through floats of factorials."
-    )
-    props.append(prop("large n without overflow", 1.0, hits / len(c["huge"]), msg))
-
+@check("unbiased: averages to 1 − (1 − p)^k", 1.0)
+def unbiased(r: Result, c: dict):
     n, k, ps = c["sweep"]
-    recs = result.get("sweep") if isinstance(result.get("sweep"), list) else []
-    ok = len(recs) == n + 1 and all(type(v) is float for v in recs)
-    if not ok:
-        msg = (
+    est = [_float(rec) if rec.ok else None for rec in r.records("sweep")]
+    if len(est) != n + 1 or not all(type(x) is float and math.isfinite(x) for x in est):
+        return 0, (
             f"Sweeping c = 0..{n} with n = {n}, k = {k}: some calls return no finite number, "
             "so the estimator cannot be averaged."
         )
-        props.append(prop("unbiased: averages to 1 − (1 − p)^k", 1.0, 0, msg))
-        return props
-    est = np.array(recs, dtype=np.float64)
     pmfs = [
         np.array([math.comb(n, ci) * p**ci * (1 - p) ** (n - ci) for ci in range(n + 1)])
         for p in ps
     ]
-    means = [float(pmf @ est) for pmf in pmfs]
+    means = [float(pmf @ np.array(est)) for pmf in pmfs]
     truth = [1 - (1 - p) ** k for p in ps]
     oks = [abs(m - t) <= BIAS_ATOL for m, t in zip(means, truth, strict=True)]
     if all(oks):
-        msg = (
+        return 1.0, (
             f"Over c ~ Binomial({n}, p), the estimator averages to 1 − (1 − p)^{k} "
             f"(p = {ps[0]:.3f} and {ps[1]:.3f}): it is unbiased."
         )
-    else:
-        bias = max(abs(m - t) for m, t in zip(means, truth, strict=True))
-        msg = (
-            f"Over c ~ Binomial({n}, p) (p = {ps[0]:.3f}, {ps[1]:.3f}), your estimator "
-            f"averages to within {bias:.2g} of 1 − (1 − p)^{k}, not exactly: it is biased. "
-            "The plug-in 1 − (1 − c/n)^k is biased; 1 − C(n − c, k)/C(n, k) is not "
-            "(Proposition 7.5)."
-        )
-    props.append(prop("unbiased: averages to 1 − (1 − p)^k", 1.0, sum(oks) / 2, msg))
-    return props
+    bias = max(abs(m - t) for m, t in zip(means, truth, strict=True))
+    return sum(oks) / 2, (
+        f"Over c ~ Binomial({n}, p) (p = {ps[0]:.3f}, {ps[1]:.3f}), your estimator "
+        f"averages to within {bias:.2g} of 1 − (1 − p)^{k}, not exactly: it is biased. "
+        "The plug-in 1 − (1 − c/n)^k is biased; 1 − C(n − c, k)/C(n, k) is not "
+        "(Proposition 7.5)."
+    )
+
+
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
+    """Score the values against exact binomial ratios recomputed from the seed."""
+    r, c = Result(result), cases(seed)
+    return [values(r, c), edges(r, c), huge(r, c), unbiased(r, c)]

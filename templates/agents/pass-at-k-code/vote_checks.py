@@ -24,6 +24,8 @@ from collections import Counter
 
 import numpy as np
 
+from autograder.checklib import Property, Result, check
+
 N_CLEAR = 12  # lists with a single most common answer
 N_TIED = 40  # lists where two to four answers share the highest count
 N_VOTES = 300  # simulated votes of Exercise 14
@@ -84,7 +86,10 @@ def cases(seed: int) -> dict:
 
 
 def _plain_answer(a):
-    """An answer as JSON data: a str or an int (NumPy's included), else its type."""
+    """An answer as JSON data: a str or an int (NumPy's included), else its type (or what
+    the call raised)."""
+    if isinstance(a, BaseException):  # raised in the student's process
+        return {"raised": f"{type(a).__name__}: {a}"[:200]}
     if isinstance(a, str):
         return str(a) if len(a) <= MAX_CHARS else {"type": "str", "chars": len(a)}
     if isinstance(a, int | np.integer) and not isinstance(a, bool | np.bool_):
@@ -129,14 +134,7 @@ def probe(student, seed: int, params: dict) -> dict:
             breakers = [TieBreaker(gen) for _ in c[kind]]
             answers = student.map([(list(a), b) for a, b in zip(c[kind], breakers, strict=True)])
             out[kind] = [
-                {
-                    "answer": (
-                        {"raised": f"{type(a).__name__}: {a}"[:200]}
-                        if isinstance(a, BaseException)
-                        else _plain_answer(a)
-                    ),
-                    "asked": b._log,
-                }
+                {"answer": _plain_answer(a), "asked": b._log}
                 for a, b in zip(answers, breakers, strict=True)
             ]
     except Exception as err:  # noqa: BLE001 - the student's process stopped answering
@@ -161,14 +159,14 @@ def _key(a) -> tuple:
     return (type(a).__name__, a)
 
 
-def _wrong(answers: list, rec) -> str | None:
+def _wrong(answers: list, rec: Result) -> str | None:
     """Why the call on ``answers`` (its record ``rec``) is not the vote, or None if it is."""
     counts = Counter(answers)
     top = max(counts.values())
     tied = [a for a, n in counts.items() if n == top]
-    if not isinstance(rec, dict) or not isinstance(rec.get("asked"), list):
+    got, asked = rec.get("answer"), rec.get("asked")
+    if not isinstance(asked, list):
         return "no record of the call"
-    got, asked = rec.get("answer"), rec["asked"]
     if isinstance(got, dict) and isinstance(got.get("raised"), str):
         return f"raised {_show(got['raised'])}"
     if len(asked) > 1:
@@ -200,56 +198,48 @@ def _wrong(answers: list, rec) -> str | None:
     return None
 
 
-def _judged(kind: str, lists: list, r: dict) -> list[tuple[list, str]]:
-    """The calls of ``kind`` that are not the vote: (the list, why)."""
-    recs = r.get(kind) if isinstance(r.get(kind), list) else []
-    recs = (recs + [None] * len(lists))[: len(lists)]
-    return [(a, why) for a, rec in zip(lists, recs, strict=True) if (why := _wrong(a, rec))]
+def _judged(r: Result, kind: str, lists: list) -> tuple[int, str]:
+    """How many calls of ``kind`` are not the vote, and the first: "e.g. [list]: why"."""
+    recs = zip(lists, r.parts(kind, len(lists)), strict=True)
+    wrong = [(a, why) for a, rec in recs if (why := _wrong(a, rec))]
+    error = r.get("error")
+    cut = f" (the calls stopped: {error})" if isinstance(error, str) and error else ""
+    return len(wrong), f"e.g. {wrong[0][0]}: {wrong[0][1]}{cut}" if wrong else ""
 
 
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Judge every call on the list and the tie-breaker's draw it was served."""
-    from autograder.checktools import prop
-    from costmodel.agents import plurality_vote_success
-
-    c = cases(seed)
-    r = result if isinstance(result, dict) else {}
-    error = r.get("error") if isinstance(r.get("error"), str) else None
-    cut = f" (the calls stopped: {error})" if error else ""
-    props = []
-
-    wrong = _judged("clear", c["clear"], r)
+@check("returns the most common answer", 2.0)
+def most_common(r: Result, c: dict):
+    wrong, eg = _judged(r, "clear", c["clear"])
     if not wrong:
-        msg = "Returns the most common answer, with or without a strict majority."
-    else:
-        answers, why = wrong[0]
-        msg = (
-            f"{len(wrong)} of {N_CLEAR} lists with a single most common answer get another "
-            f"result, e.g. {answers}: {why}{cut}. Return the answer with the highest count, "
-            "even without a strict majority (a plurality, Exercise 14)."
-        )
-    props.append(prop("returns the most common answer", 2.0, 1 - len(wrong) / N_CLEAR, msg))
+        return 1.0, "Returns the most common answer, with or without a strict majority."
+    return 1 - wrong / N_CLEAR, (
+        f"{wrong} of {N_CLEAR} lists with a single most common answer get another result, "
+        f"{eg}. Return the answer with the highest count, even without a strict majority "
+        "(a plurality, Exercise 14)."
+    )
 
-    wrong = _judged("tied", c["tied"], r)
+
+@check("ties broken by the tie-breaker, among the most common", 2.0)
+def ties(r: Result, c: dict):
+    wrong, eg = _judged(r, "tied", c["tied"])
     if not wrong:
-        msg = (
+        return True, (
             f"On the {N_TIED} lists where several answers tie, asks the tie-breaker once, with "
             "the tied answers, and returns its pick."
         )
-    else:
-        answers, why = wrong[0]
-        msg = (
-            f"{len(wrong)} of {N_TIED} lists where several answers share the highest count "
-            f"are not decided by the tie-breaker, e.g. {answers}: {why}{cut}. Call choose "
-            "once, with the tied answers, and return its pick (Exercise 14 breaks ties "
-            "uniformly at random)."
-        )
-    props.append(prop("ties broken by the tie-breaker, among the most common", 2.0, not wrong, msg))
+    return False, (
+        f"{wrong} of {N_TIED} lists where several answers share the highest count are not "
+        f"decided by the tie-breaker, {eg}. Call choose once, with the tied answers, and "
+        "return its pick (Exercise 14 breaks ties uniformly at random)."
+    )
 
-    wrong = _judged("votes", c["votes"], r)
-    name = "plurality vote succeeds with P(X ≥ 2) + P(X = 1)/r"
-    recs = r.get("votes") if isinstance(r.get("votes"), list) else []
-    right = sum(isinstance(x, dict) and _same(x.get("answer"), RIGHT) for x in recs[:N_VOTES])
+
+@check("plurality vote succeeds with P(X ≥ 2) + P(X = 1)/r", 1.0)
+def plurality(r: Result, c: dict):
+    from costmodel.agents import plurality_vote_success  # grade side only
+
+    wrong, eg = _judged(r, "votes", c["votes"])
+    right = sum(_same(v.get("answer"), RIGHT) for v in r.parts("votes")[:N_VOTES])
     p = plurality_vote_success(c["q"], c["n_runs"])
     msg = (
         f"Over {N_VOTES} votes of r = {c['n_runs']} runs, each right with probability "
@@ -257,11 +247,15 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
         f"(Exercise 14's P(X ≥ 2) + P(X = 1)/r = {p:.3f} expects {N_VOTES * p:.0f})"
     )
     if wrong:
-        answers, why = wrong[0]
         msg += (
-            f"; {len(wrong)} votes are not the plurality with the tie-breaker's pick, e.g. "
-            f"{answers}: {why}{cut}. With a single right run every answer ties at one vote, "
-            "and the right one must win 1/r of those ties: ask choose"
+            f"; {wrong} votes are not the plurality with the tie-breaker's pick, {eg}. With a "
+            "single right run every answer ties at one vote, and the right one must win 1/r "
+            "of those ties: ask choose"
         )
-    props.append(prop(name, 1.0, not wrong, msg + "."))
-    return props
+    return not wrong, msg + "."
+
+
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
+    """Judge every call on the list and the tie-breaker's draw it was served."""
+    r, c = Result(result), cases(seed)
+    return [most_common(r, c), ties(r, c), plurality(r, c)]

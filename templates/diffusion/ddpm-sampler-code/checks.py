@@ -29,9 +29,22 @@ import sys
 
 import numpy as np
 
+from autograder.checklib import (
+    FALSE_FAIL,
+    Property,
+    Record,
+    Result,
+    check,
+    chi2_sf,
+    close,
+    plain,
+    two_sided_p,
+    vector,
+)
+
 ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
-FALSE_FAIL = 1e-4  # per statistical test
+# FALSE_FAIL (1e-4): per statistical test
 EPS_RTOL, EPS_ATOL = 1e-5, 1e-8  # optimal_eps: loose enough for a float32 computation
 TRAJ_STEPS, TRAJ_POINTS = 5, 400  # the recorded run: T steps of n points in 2-D
 STD_POINTS = 20_000  # points of each run with ε* (40 000 values: the std to ±0.4 %)
@@ -91,14 +104,6 @@ def gain(t: int, s: float) -> float:
 # --- probe (sandbox) -------------------------------------------------------------------------
 
 
-def _plain(values) -> list:
-    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
-
-
-def _error(err: BaseException) -> str:
-    return f"{type(err).__name__}: {err}"[:300]
-
-
 def _array(x) -> np.ndarray:
     """What the student passed or returned as a float64 array (a CPU tensor is fine)."""
     if hasattr(x, "detach"):
@@ -140,11 +145,6 @@ class _Recorder:
         return eps
 
 
-def _number(v) -> float | str:
-    v = float(v)
-    return v if math.isfinite(v) else str(v)
-
-
 class _Chain:
     """The ε* handed to the sampler in a std run: returns ε*(x_t, t) and keeps, for each
     step, the sums of the residual r = x_{t−1} − k_t x_t (x_{t−1} the next call's x, or the
@@ -165,14 +165,14 @@ class _Chain:
         passed = step if step is not None else repr(t)[:20]
         repeated = self.last is not None and self.last[0] == passed
         if not (repeated and np.array_equal(self.last[1], x)):  # the same x_t is one step
-            self._close(x)
+            self._end_step(x)
             self.last = (passed, x.copy())
         eps = eps_star(x, step if step is not None else 1, self.s)
         if hasattr(x_t, "detach"):  # a torch sampler gets a tensor back
             return sys.modules["torch"].as_tensor(eps, dtype=x_t.dtype, device=x_t.device)
         return eps
 
-    def _close(self, x_next: np.ndarray) -> None:
+    def _end_step(self, x_next: np.ndarray) -> None:
         """End the step of the last x_t, whose successor is ``x_next``."""
         if self.last is None:
             return
@@ -186,11 +186,10 @@ class _Chain:
             flat = x.reshape(-1)
             sums = [flat @ flat, flat @ r, r @ r, np.abs(r).max(), np.abs(x_next).max()]
         keys = ("sxx", "sxr", "srr", "rmax", "xmax")
-        record = {k: _number(v) for k, v in zip(keys, sums, strict=True)}
-        self.steps.append({"t": passed, **record})
+        self.steps.append({"t": passed, **dict(zip(keys, plain(sums), strict=True))})
 
     def finish(self, x0: np.ndarray) -> list[dict]:
-        self._close(x0)
+        self._end_step(x0)
         self.last = None
         return self.steps
 
@@ -199,37 +198,34 @@ def _probe_eps(student, c: dict) -> dict:
     fn = student.sibling("optimal_eps")
     out = []
     for case in c["eps"]:
-        try:
-            value = _array(fn(case["x_t"].copy(), case["alpha_bar"], case["s"]))
-            out.append({"shape": list(value.shape), "value": _plain(value.reshape(-1)[:64])})
-        except NameError:
+        rec = fn.call(case["x_t"].copy(), case["alpha_bar"], case["s"], keep=64)
+        if rec.raised == "NameError":
             return {"error": "no function optimal_eps is defined next to ddpm_sample"}
-        except BaseException as err:  # noqa: BLE001 - anything the student raises
-            out.append({"error": _error(err)})
+        out.append(rec)
     return {"error": None, "cases": out}
+
+
+def _sample(student, eps_fn, betas: np.ndarray, n: int, stream: int) -> Record:
+    """``ddpm_sample`` with the global generators and ``rng`` seeded from ``stream``."""
+    student.seed(stream)
+    return student.call(eps_fn, betas.copy(), n, np.random.default_rng(stream))
 
 
 def _probe_trajectory(student, c: dict) -> dict:
     recorder = _Recorder(lambda x, t: test_eps(x, t, c), 4 * TRAJ_STEPS)
-    student.seed(c["streams"][0])
-    try:
-        x0 = _array(
-            student(
-                recorder, c["betas"].copy(), TRAJ_POINTS, np.random.default_rng(c["streams"][0])
-            )
-        )
-    except BaseException as err:  # noqa: BLE001
-        return {"error": _error(err)}
-    calls = []
+    rec = _sample(student, recorder, c["betas"], TRAJ_POINTS, c["streams"][0])
+    if not rec.ok:
+        return {"error": rec.error}
+    calls, x0 = [], rec.array()
     for step, x in recorder.calls:  # a repeated call on the same x_t is one step
         if calls and calls[-1][0] == step and np.array_equal(calls[-1][1], x):
             continue
         calls.append((step, x))
     return {
         "error": None,
-        "calls": [{"t": s, "shape": list(x.shape), "x": _plain(x.reshape(-1))} for s, x in calls],
-        "shape": list(x0.shape),
-        "output": _plain(x0.reshape(-1)[: 2 * TRAJ_POINTS]),
+        "calls": [{"t": s, "shape": list(x.shape), "x": plain(x.reshape(-1))} for s, x in calls],
+        "shape": list(rec.shape or ()),
+        "output": [] if x0 is None else plain(x0.reshape(-1)[: 2 * TRAJ_POINTS]),
     }
 
 
@@ -237,19 +233,16 @@ def _probe_std(student, c: dict) -> list[dict]:
     out = []
     for s, stream in zip(c["data_stds"], c["streams"][1:], strict=True):
         chain = _Chain(s)
-        student.seed(stream)
-        try:
-            x0 = _array(
-                student(chain, NOTES_BETAS.copy(), STD_POINTS, np.random.default_rng(stream))
-            )
-        except BaseException as err:  # noqa: BLE001
-            out.append({"error": _error(err)})
+        rec = _sample(student, chain, NOTES_BETAS, STD_POINTS, stream)
+        if not rec.ok:
+            out.append({"error": rec.error})
             continue
-        finite = bool(np.all(np.isfinite(x0)))
+        x0 = rec.array()
+        finite = x0 is not None and bool(np.all(np.isfinite(x0)))
         out.append(
             {
                 "error": None,
-                "shape": list(x0.shape),
+                "shape": list(rec.shape or ()),
                 "finite": finite,
                 "sum": float(x0.sum()) if finite else 0.0,
                 "sum_sq": float((x0**2).sum()) if finite else 0.0,
@@ -271,61 +264,40 @@ def probe(student, seed: int, params: dict) -> dict:
 
 # --- grade (trusted) ---------------------------------------------------------------------
 
-NAMES = {
-    "eps": ("ε* = √(1 − ᾱ_t) x_t / (ᾱ_t s² + 1 − ᾱ_t)", 1.0),
-    "mean": ("reverse-step mean (x_t − β_t ε̂/√(1 − ᾱ_t))/√α_t", 2.0),
-    "noise": ("x_T ~ N(0, I) and step noise of variance σ_t² = β_t", 1.0),
-    "last": ("no noise at the last step (t = 1)", 0.5),
-    "std": ("samples with ε* have the std of Ex. 9(b)", 1.5),
-}
 
-
-def _why(rec) -> str:
-    """The error a probe record carries, or "no result"."""
-    return str(rec["error"]) if isinstance(rec, dict) and rec.get("error") else "no result"
-
-
-def _grade_eps(rec, c: dict) -> dict:
-    from autograder.checktools import close, prop, vector
-
-    name, weight = NAMES["eps"]
-    if not isinstance(rec, dict) or rec.get("error") or not isinstance(rec.get("cases"), list):
-        return prop(name, weight, 0, f"optimal_eps: {_why(rec)}.")
-    recs = (rec["cases"] + [None] * len(c["eps"]))[: len(c["eps"])]
+@check("ε* = √(1 − ᾱ_t) x_t / (ᾱ_t s² + 1 − ᾱ_t)", 1.0)
+def optimal(r: Result, c: dict):
+    probed = r.part("eps")
+    if probed.get("error") or not isinstance(probed.get("cases"), list):
+        return 0, f"optimal_eps: {probed.get('error') or 'no result'}."
     notes = []
-    for case, r in zip(c["eps"], recs, strict=True):
+    for case, rec in zip(c["eps"], probed.records("cases", len(c["eps"])), strict=True):
         x, ab, s = case["x_t"], case["alpha_bar"], case["s"]
         where = f"ᾱ_t = {ab:.3f}, s = {s:.2f}"
-        if not isinstance(r, dict) or r.get("error"):
-            notes.append(f"{where}: {_why(r)}.")
-            continue
-        value = vector(r.get("value"))
         expected = np.sqrt(1 - ab) * x / (ab * s**2 + 1 - ab)
-        if r.get("shape") != list(x.shape) or value is None:
-            notes.append(f"{where}: returned shape {r.get('shape')} for x_t of shape {x.shape}.")
-        elif not close(value, expected.reshape(-1), EPS_RTOL, EPS_ATOL):
+        if not rec.ok:
+            notes.append(f"{where}: {rec.error}.")
+        elif rec.shape != x.shape or rec.array() is None:
+            shape = list(rec.shape or ())
+            notes.append(f"{where}: returned shape {shape} for x_t of shape {x.shape}.")
+        elif not close(rec.array(), expected, EPS_RTOL, EPS_ATOL):
             notes.append(f"{where}: wrong value.")
     if not notes:
-        return prop(name, weight, 1, "optimal_eps matches E[ε | x_t] at early, middle and late t.")
-    return prop(
-        name,
-        weight,
-        1 - len(notes) / len(c["eps"]),
-        " ".join(notes) + " For x_0 ~ N(0, s²), x_t = √ᾱ_t x_0 + √(1 − ᾱ_t) ε is Gaussian with "
+        return 1, "optimal_eps matches E[ε | x_t] at early, middle and late t."
+    return 1 - len(notes) / len(c["eps"]), " ".join(notes) + (
+        " For x_0 ~ N(0, s²), x_t = √ᾱ_t x_0 + √(1 − ᾱ_t) ε is Gaussian with "
         "Cov(ε, x_t) = √(1 − ᾱ_t) and Var x_t = ᾱ_t s² + 1 − ᾱ_t; ε* = E[ε | x_t] is their "
-        "ratio times x_t (Ex. 9(a)).",
+        "ratio times x_t (Ex. 9(a))."
     )
 
 
-def _steps(rec) -> list[tuple] | str:
+def _steps(rec: Result) -> list[tuple] | str:
     """(t passed, x_t, x_{t−1}) of the recorded run, T down to 1; or why they cannot be read."""
-    from autograder.checktools import vector
-
-    if not isinstance(rec, dict):
+    if not rec.data:
         return "no result"
     if rec.get("error"):
-        return f"ddpm_sample raised {rec['error']}"
-    calls = rec.get("calls") if isinstance(rec.get("calls"), list) else []
+        return f"ddpm_sample raised {rec.get('error')}"
+    calls = rec.parts("calls")
     if len(calls) != TRAJ_STEPS:
         return (
             f"with T = {TRAJ_STEPS} steps, eps_fn was called {len(calls)} times: call it once per "
@@ -334,7 +306,7 @@ def _steps(rec) -> list[tuple] | str:
     shape = [TRAJ_POINTS, 2]
     xs = []
     for call in calls:
-        x = vector(call.get("x"), TRAJ_POINTS * 2) if isinstance(call, dict) else None
+        x = vector(call.get("x"), TRAJ_POINTS * 2)
         if x is None or call.get("shape") != shape:
             return f"eps_fn must receive x_t as an array of shape (n, 2) = ({TRAJ_POINTS}, 2)"
         xs.append(x.reshape(TRAJ_POINTS, 2))
@@ -360,20 +332,18 @@ def _residual_fit(x_t: np.ndarray, eps: np.ndarray, resid: np.ndarray) -> dict:
     return {"rss": rss, "dof": dof, "spread": spread, "wald": wald, "max": float(np.abs(r).max())}
 
 
+# checklib candidate: a two-sided chi-square test (a spread too small fails, as too large)
 def _two_sided(stat: float, dof: int) -> float:
-    from autograder.checktools import chi2_sf
-
+    """P-value of a two-sided test of a χ²_dof statistic."""
     upper = chi2_sf(stat, dof)
     return 2 * min(upper, 1 - upper)
 
 
-def _grade_trajectory(rec, c: dict) -> list[dict]:
-    from autograder.checktools import chi2_sf, prop
-
-    names = [NAMES[k] for k in ("mean", "noise", "last")]
-    steps = _steps(rec)
+def _trajectory(r: Result, c: dict) -> dict | str:
+    """The recorded run's steps, each regressed on (1, x_t, ε̂); or why there are none."""
+    steps = _steps(r.part("trajectory"))
     if isinstance(steps, str):
-        return [prop(n, w, 0, f"Recorded run: {steps}.") for n, w in names]
+        return f"Recorded run: {steps}."
     betas = c["betas"]
     alpha_bars = np.cumprod(1 - betas)
     fits, exact_misses = {}, []
@@ -385,43 +355,50 @@ def _grade_trajectory(rec, c: dict) -> list[dict]:
         fits[t] = _residual_fit(x_t, eps, x_prev - mean)
         if fits[t]["spread"] < NOISELESS and fits[t]["max"] > EXACT * (1 + np.abs(x_prev).max()):
             exact_misses.append(t)
-    passed_ts = [s for s, _, _ in steps]
-    expected_ts = list(range(TRAJ_STEPS, 0, -1))
+    return {"steps": steps, "fits": fits, "misses": exact_misses, "betas": betas}
 
-    # 1. the mean of every step
+
+@check("reverse-step mean (x_t − β_t ε̂/√(1 − ᾱ_t))/√α_t", 2.0)
+def reverse_mean(run: dict | str):
+    if isinstance(run, str):
+        return 0, run
+    fits, exact_misses = run["fits"], run["misses"]
+    passed_ts = [s for s, _, _ in run["steps"]]
     noisy = [f for f in fits.values() if f["spread"] >= NOISELESS]
     wald = sum(f["wald"] for f in noisy)
     dof = 3 * len(noisy)
     pval = chi2_sf(wald, dof) if dof else 1.0
     # σ_t is estimated, not known: test at half the rate to keep the false-fail rate
-    ok = passed_ts == expected_ts and not exact_misses and pval >= FALSE_FAIL / 2
-    if ok:
-        msg = (
+    if passed_ts == list(range(TRAJ_STEPS, 0, -1)) and not exact_misses and pval >= FALSE_FAIL / 2:
+        return True, (
             f"Over {TRAJ_STEPS} recorded steps, x_{{t−1}} minus the reverse mean leaves no trace "
             f"of x_t or ε̂ (Wald χ² = {wald:.1f} on {dof} degrees of freedom)."
         )
-    elif passed_ts != expected_ts:
-        msg = (
+    if passed_ts != list(range(TRAJ_STEPS, 0, -1)):
+        return False, (
             f"eps_fn was called at t = {', '.join(map(str, passed_ts))}: the steps run "
             f"t = T, …, 1 (here {TRAJ_STEPS} to 1), and betas[t − 1] is β_t."
         )
-    else:
-        worst = (t for t, f in fits.items() if f in noisy and chi2_sf(f["wald"], 3) < FALSE_FAIL)
-        bad = sorted({*exact_misses, *worst}, reverse=True)
-        msg = (
-            f"x_{{t−1}} is not the reverse mean plus independent noise (Wald χ² = "
-            f"{wald:.1f} on {dof} degrees of freedom, p-value {pval:.2g}"
-            + (f"; worst at t = {', '.join(map(str, bad))}" if bad else "")
-            + "): the mean is (x_t − β_t/√(1 − ᾱ_t) ε̂)/√α_t with ᾱ_t = α_1⋯α_t, the product "
-            "of all α_s up to t, not α_t (def. 7.13)."
-        )
-    props = [prop(*names[0], ok, msg)]
+    worst = (t for t, f in fits.items() if f in noisy and chi2_sf(f["wald"], 3) < FALSE_FAIL)
+    bad = sorted({*exact_misses, *worst}, reverse=True)
+    return False, (
+        f"x_{{t−1}} is not the reverse mean plus independent noise (Wald χ² = "
+        f"{wald:.1f} on {dof} degrees of freedom, p-value {pval:.2g}"
+        + (f"; worst at t = {', '.join(map(str, bad))}" if bad else "")
+        + "): the mean is (x_t − β_t/√(1 − ᾱ_t) ε̂)/√α_t with ᾱ_t = α_1⋯α_t, the product "
+        "of all α_s up to t, not α_t (def. 7.13)."
+    )
 
-    # 2. x_T ~ N(0, I) and noise of variance β_t at t ≥ 2
-    x_T = steps[0][1]
+
+@check("x_T ~ N(0, I) and step noise of variance σ_t² = β_t", 1.0)
+def step_noise(run: dict | str):
+    """x_T ~ N(0, I) and noise of variance β_t at t ≥ 2."""
+    if isinstance(run, str):
+        return 0, run
+    fits, betas, x_T = run["fits"], run["betas"], run["steps"][0][1]
     start_p = min(
         _two_sided(float(np.sum(x_T**2)), x_T.size),
-        math.erfc(abs(float(x_T.sum())) / math.sqrt(2 * x_T.size)),
+        two_sided_p(float(x_T.sum()) / math.sqrt(x_T.size)),
     )
     silent = [t for t in range(2, TRAJ_STEPS + 1) if fits[t]["spread"] < NOISELESS]
     stat = sum(fits[t]["rss"] / betas[t - 1] for t in range(2, TRAJ_STEPS + 1))
@@ -442,38 +419,29 @@ def _grade_trajectory(rec, c: dict) -> list[dict]:
             f"The noise variance over β_t is {spreads} (χ² p-value {noise_p:.2g} < "
             f"{FALSE_FAIL:g}): add σ_t z with σ_t = √β_t, z ~ N(0, I) (def. 7.13, Ex. 9(b))."
         )
-    ok = not parts
-    msg = (
-        f"x_T ~ N(0, I), and the noise of steps T, …, 2 has variance β_t ({spreads})."
-        if ok
-        else " ".join(parts)
+    if parts:
+        return False, " ".join(parts)
+    return True, f"x_T ~ N(0, I), and the noise of steps T, …, 2 has variance β_t ({spreads})."
+
+
+@check("no noise at the last step (t = 1)", 0.5)
+def last_step(run: dict | str):
+    """The last step returns the mean."""
+    if isinstance(run, str):
+        return 0, run
+    if run["fits"][1]["spread"] < NOISELESS:
+        return 1, "The last step returns its mean, x_0 = μ_1(x_1)."
+    return 0, (
+        f"At t = 1 your step adds noise of variance {run['fits'][1]['spread'] ** 2:.3g}: the last "
+        "step returns the mean, z = 0 at t = 1 (def. 7.13)."
     )
-    props.append(prop(*names[1], ok, msg))
-
-    # 3. the last step returns the mean
-    last = fits[1]
-    if last["spread"] < NOISELESS:
-        props.append(prop(*names[2], 1, "The last step returns its mean, x_0 = μ_1(x_1)."))
-    else:
-        props.append(
-            prop(
-                *names[2],
-                0,
-                f"At t = 1 your step adds noise of variance {last['spread'] ** 2:.3g}: the last "
-                "step returns the mean, z = 0 at t = 1 (def. 7.13).",
-            )
-        )
-    return props
 
 
-def _chain_break(steps) -> str | None:
+def _chain_break(steps: list[Result]) -> str | None:
     """Why the std run's samples are not the end of the chain ε* saw, or None when every
     step is x_{t−1} = k_t x_t plus something independent of x_t, exactly k_1 x_1 at t = 1."""
-    from autograder.checktools import chi2_sf
-
     n_steps = len(NOTES_BETAS)
-    steps = steps if isinstance(steps, list) else []
-    if len(steps) != n_steps or not all(isinstance(st, dict) for st in steps):
+    if len(steps) != n_steps or not all(st.data for st in steps):
         return (
             f"with T = {n_steps} steps eps_fn saw {len(steps)} distinct x_t: call it once per "
             "step, t = T, …, 1, on the whole (n, 2) batch"
@@ -486,12 +454,12 @@ def _chain_break(steps) -> str | None:
     for st in steps:
         sums = [st.get(k) for k in ("sxx", "sxr", "srr", "rmax", "xmax")]
         if not all(type(v) is float and math.isfinite(v) for v in sums) or sums[0] <= 0:
-            return f"at t = {st['t']} the chain is not a finite ({STD_POINTS}, 2) array"
+            return f"at t = {st.get('t')} the chain is not a finite ({STD_POINTS}, 2) array"
         sxx, sxr, srr, rmax, xmax = sums
         rss = max(srr - sxr**2 / sxx, 0.0)
         if math.sqrt(rss / (size - 1)) < NOISELESS:  # no noise: the step is its mean
             if rmax > EXACT * (1 + xmax):
-                misses.append(st["t"])
+                misses.append(st.get("t"))
         else:  # noise: independent of x_t, so the residual has no slope on x_t
             wald += sxr**2 / sxx / (rss / (size - 1))
             dof += 1
@@ -511,62 +479,49 @@ def _chain_break(steps) -> str | None:
     return None
 
 
-def _grade_std(recs, c: dict) -> dict:
-    from autograder.checktools import prop
+def _std_run(rec: Result, s: float) -> tuple[bool, str]:
+    """Whether a std run's samples have the std of Ex. 9(b) for ``s`` and are the end of
+    the chain ε* saw; the run's note."""
     from costmodel.diffusion import ddpm_sample_std
 
-    name, weight = NAMES["std"]
-    data_stds = c["data_stds"]
-    recs = recs if isinstance(recs, list) else []
-    recs = (recs + [None] * len(data_stds))[: len(data_stds)]
-    oks, notes = [], []
-    for s, rec in zip(data_stds, recs, strict=True):
-        where = f"s = {s:.3f}"
-        if not isinstance(rec, dict) or rec.get("error"):
-            notes.append(f"{where}: {_why(rec)}.")
-            oks.append(False)
-            continue
-        if rec.get("shape") != [STD_POINTS, 2] or rec.get("finite") is not True:
-            notes.append(
-                f"{where}: the samples are not a finite ({STD_POINTS}, 2) array "
-                f"(shape {rec.get('shape')})."
-            )
-            oks.append(False)
-            continue
-        sum_sq = rec.get("sum_sq")
-        if type(sum_sq) is not float or not math.isfinite(sum_sq) or sum_sq < 0:
-            notes.append(f"{where}: no usable samples.")
-            oks.append(False)
-            continue
-        count = 2 * STD_POINTS
-        expected = ddpm_sample_std(s)
-        pval = _two_sided(sum_sq / expected**2, count)
-        std = math.sqrt(sum_sq / count)
-        broken = _chain_break(rec.get("chain"))
-        oks.append(pval >= FALSE_FAIL and broken is None)
-        note = f"{where}: std {std:.3f}, expected {expected:.3f}"
-        note += "" if pval >= FALSE_FAIL else f" (p-value {pval:.2g})"
-        notes.append(note + ("." if broken is None else f"; {broken}."))
-    msg = " ".join(notes)
-    if all(oks):
-        msg = (
+    where, sum_sq = f"s = {s:.3f}", rec.get("sum_sq")
+    if not rec.data or rec.get("error"):
+        return False, f"{where}: {rec.get('error') or 'no result'}."
+    if rec.get("shape") != [STD_POINTS, 2] or rec.get("finite") is not True:
+        return False, (
+            f"{where}: the samples are not a finite ({STD_POINTS}, 2) array "
+            f"(shape {rec.get('shape')})."
+        )
+    if type(sum_sq) is not float or not math.isfinite(sum_sq) or sum_sq < 0:
+        return False, f"{where}: no usable samples."
+    count = 2 * STD_POINTS
+    expected = ddpm_sample_std(s)
+    pval = _two_sided(sum_sq / expected**2, count)
+    std = math.sqrt(sum_sq / count)
+    broken = _chain_break(rec.parts("chain"))
+    note = f"{where}: std {std:.3f}, expected {expected:.3f}"
+    note += "" if pval >= FALSE_FAIL else f" (p-value {pval:.2g})"
+    return pval >= FALSE_FAIL and broken is None, note + ("." if broken is None else f"; {broken}.")
+
+
+@check("samples with ε* have the std of Ex. 9(b)", 1.5)
+def sample_std(r: Result, c: dict):
+    recs = r.parts("std", len(c["data_stds"]))
+    runs = [_std_run(rec, s) for s, rec in zip(c["data_stds"], recs, strict=True)]
+    msg = " ".join(note for _, note in runs)
+    if all(ok for ok, _ in runs):
+        return 1, (
             f"With ε* and 100 steps of β_t linear from 0.001 to 0.2, {2 * STD_POINTS} sampled "
             f"values each, the end of the chain ε* saw: {msg} Close to s, as in Ex. 9(b)."
         )
-    else:
-        msg += (
-            f" With ε* on the schedule of Ex. 9(b) the samples' std is close to s (σ_t² = β_t; "
-            f"the χ² test on {2 * STD_POINTS} values has a false-fail rate of {FALSE_FAIL:g})."
-        )
-    return prop(name, weight, sum(oks) / len(oks), msg)
+    return sum(ok for ok, _ in runs) / len(runs), msg + (
+        f" With ε* on the schedule of Ex. 9(b) the samples' std is close to s (σ_t² = β_t; "
+        f"the χ² test on {2 * STD_POINTS} values has a false-fail rate of {FALSE_FAIL:g})."
+    )
 
 
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
     """Score the probe's records against ε*, the reverse step and the std of Ex. 9(b)."""
-    c = cases(seed)
-    r = result if isinstance(result, dict) else {}
-    return [
-        _grade_eps(r.get("eps"), c),
-        *_grade_trajectory(r.get("trajectory"), c),
-        _grade_std(r.get("std"), c),
-    ]
+    r, c = Result(result), cases(seed)
+    run = _trajectory(r, c)
+    return [optimal(r, c), reverse_mean(run), step_noise(run), last_step(run), sample_std(r, c)]

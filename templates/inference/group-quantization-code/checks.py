@@ -15,9 +15,9 @@ not the rounding.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+
+from autograder.checklib import Property, Record, Result, check
 
 ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
@@ -51,46 +51,9 @@ def cases(seed: int) -> dict:
     }
 
 
-def _plain(values) -> list:
-    return [float(v) if math.isfinite(v) else str(float(v)) for v in values]
-
-
-def _array(x, what: str) -> tuple[np.ndarray | None, str | None]:
-    try:
-        if hasattr(x, "detach"):  # a torch tensor
-            x = x.detach().cpu().numpy()
-        a = np.asarray(x)
-    except BaseException as err:  # noqa: BLE001
-        return None, f"{what} is not an array: {type(err).__name__}: {err}"[:300]
-    if a.dtype.kind not in "biuf":
-        return None, f"{what} is not an array of numbers (dtype {a.dtype})"
-    return a, None
-
-
-def _call(student, w: np.ndarray, bits: int, group: int) -> dict:
-    try:
-        out = student(w.copy(), bits, group)
-    except BaseException as err:  # noqa: BLE001 - anything the student raises
-        return {"error": f"{type(err).__name__}: {err}"[:300]}
-    if not isinstance(out, tuple | list) or len(out) != 2:
-        return {"error": f"returned {type(out).__name__}, not a pair (q, scales)"}
-    q, why = _array(out[0], "q")
-    scales, why_s = _array(out[1], "scales")
-    if q is None or scales is None:
-        return {"error": why or why_s}
-    if q.size != w.size:
-        return {"error": f"q has {q.size} elements, not the {w.size} weights"}
-    return {
-        "error": None,
-        "q_kind": q.dtype.kind,
-        "q": _plain(q.astype(np.float64).ravel().tolist()),
-        "scales": _plain(scales.astype(np.float64).ravel().tolist()),
-    }
-
-
 def probe(student, seed: int, params: dict) -> dict:
-    """Call ``quantize_groups`` on the seed's weights; return codes and scales (plain data)."""
-    return {name: _call(student, *args) for name, args in cases(seed).items()}
+    """Call ``quantize_groups`` on the seed's weights; a record of each call."""
+    return {name: student.call(w.copy(), bits, g) for name, (w, bits, g) in cases(seed).items()}
 
 
 # --- grade (trusted) ---------------------------------------------------------------------
@@ -105,19 +68,30 @@ def _expected_scales(w: np.ndarray, bits: int, group: int) -> np.ndarray:
     return np.abs(w.reshape(rows, cols // group, group)).max(axis=-1) / _qmax(bits)
 
 
-def _parsed(rec, w: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray] | str:
-    """(q, scales) as float arrays of shapes w and (rows, cols/g), or why not."""
-    from autograder.checktools import vector
-
-    if not isinstance(rec, dict):
-        return "no result"
-    if isinstance(rec.get("error"), str):
-        return rec["error"]
-    rows, cols = w.shape
-    q = vector(rec.get("q"), w.size)
-    s = vector(rec.get("scales"))
-    if q is None or s is None:
+def _read(rec: Record, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, str | None] | str:
+    """The codes and the scales as flat float arrays, and the codes' dtype kind; or why not."""
+    if not rec.ok:
+        return rec.error
+    if rec.items is None or len(rec.items) != 2:
+        return f"returned {rec.type}, not a pair (q, scales)"
+    for what, item in zip(("q", "scales"), rec.items, strict=True):
+        if item.size is None:
+            return f"{what} is not an array of numbers ({item.returned()})"
+    q, s = rec.items
+    if q.size != w.size:
+        return f"q has {q.size} elements, not the {w.size} weights"
+    if q.array() is None or s.array() is None:
         return "no codes or scales"
+    kind = np.dtype(q.dtype).kind if q.dtype in np.sctypeDict else None
+    return q.array().reshape(-1), s.array().reshape(-1), kind
+
+
+def _parsed(read, w: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray] | str:
+    """(q, scales) as float arrays of shapes w and (rows, cols/g), or why not."""
+    if isinstance(read, str):
+        return read
+    rows, cols = w.shape
+    q, s, _ = read
     if s.size != rows * cols // group:
         return (
             f"{s.size} scales for {rows * cols // group} groups of {group} weights: one scale "
@@ -146,105 +120,107 @@ def _round_trip(q: np.ndarray, s: np.ndarray, w: np.ndarray, group: int) -> str 
     return None
 
 
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Score codes, scales and round trip against absmax quantization redrawn from the seed."""
-    from autograder.checktools import prop, vector
+CHECKED = ("main", "eight", "small_groups", "one_group_per_row")
 
-    c = cases(seed)
-    result = result if isinstance(result, dict) else {}
-    parsed = {name: _parsed(result.get(name), w, g) for name, (w, _, g) in c.items()}
-    checked = ("main", "eight", "small_groups", "one_group_per_row")
-    props = []
 
-    # 1. integer codes within ±qmax (the codes alone, whatever the scales)
+def _label(c: dict, name: str) -> str:
+    return f"{c[name][1]} bits, groups of {c[name][2]}"
+
+
+@check("integer codes within ±(2^(b−1) − 1)", 1.0)
+def codes(reads: dict, c: dict):
+    """The codes alone, whatever the scales."""
     notes = []
-    for name in checked:
-        w, bits, g = c[name]
-        rec = result.get(name) if isinstance(result.get(name), dict) else {}
-        q = vector(rec.get("q"), w.size)
-        label = f"{bits} bits, groups of {g}"
-        if q is None:
-            notes.append(f"{label}: {rec.get('error') or 'no codes'}.")
-        elif rec.get("q_kind") not in ("i", "u"):
-            notes.append(f"{label}: q has dtype kind {rec.get('q_kind')!r}; store integer codes.")
-        elif not (np.all(np.isfinite(q)) and np.abs(q).max() <= _qmax(bits)):
+    for name in CHECKED:
+        read, bits, label = reads[name], c[name][1], _label(c, name)
+        if isinstance(read, str):
+            notes.append(f"{label}: {read}.")
+        elif read[2] not in ("i", "u"):
+            notes.append(f"{label}: q has dtype kind {read[2]!r}; store integer codes.")
+        elif not (np.all(np.isfinite(read[0])) and np.abs(read[0]).max() <= _qmax(bits)):
             notes.append(
-                f"{label}: codes reach {np.abs(q).max():g}, outside the symmetric signed range "
-                f"of {bits} bits: |q| ≤ 2^(b−1) − 1 (§6.3)."
+                f"{label}: codes reach {np.abs(read[0]).max():g}, outside the symmetric signed "
+                f"range of {bits} bits: |q| ≤ 2^(b−1) − 1 (§6.3)."
             )
     msg = "Integer codes within ±(2^(b−1) − 1)." if not notes else " ".join(notes)
-    score = 1 - len(notes) / len(checked)
-    props.append(prop("integer codes within ±(2^(b−1) − 1)", 1.0, score, msg))
+    return 1 - len(notes) / len(CHECKED), msg
 
-    # 2. one absmax scale per group
+
+@check("one absmax scale per group", 2.0)
+def scales(parsed: dict, c: dict):
     notes = []
-    for name in checked:
-        w, bits, g = c[name]
-        p = parsed[name]
-        label = f"{bits} bits, groups of {g}"
+    for name in CHECKED:
+        (w, bits, g), p = c[name], parsed[name]
         if isinstance(p, str):
-            notes.append(f"{label}: {p}.")
+            notes.append(f"{_label(c, name)}: {p}.")
         elif not np.allclose(p[1], _expected_scales(w, bits, g), rtol=SCALE_RTOL, atol=1e-15):
             notes.append(
-                f"{label}: the scales are not max|w| over the group divided by 2^(b−1) − 1 "
-                "(symmetric absmax, §6.3)."
+                f"{_label(c, name)}: the scales are not max|w| over the group divided by "
+                "2^(b−1) − 1 (symmetric absmax, §6.3)."
             )
     msg = "One absmax scale per group: s = max|w|/(2^(b−1) − 1)." if not notes else " ".join(notes)
-    score = 1 - len(notes) / len(checked)
-    props.append(prop("one absmax scale per group", 2.0, score, msg))
+    return 1 - len(notes) / len(CHECKED), msg
 
-    # 3. round trip within half a step
+
+@check("round trip within half a step: |w − s·q| ≤ s/2", 2.0)
+def round_trip(parsed: dict, c: dict):
     notes = []
-    for name in checked:
-        w, bits, g = c[name]
-        p = parsed[name]
+    for name in CHECKED:
+        (w, _, g), p = c[name], parsed[name]
         why = p if isinstance(p, str) else _round_trip(p[0], p[1], w, g)
         if why:
-            notes.append(f"{bits} bits, groups of {g}: {why}.")
+            notes.append(f"{_label(c, name)}: {why}.")
     msg = "Every weight is within s/2 of s·q." if not notes else " ".join(notes)
-    score = 1 - len(notes) / len(checked)
-    props.append(prop("round trip within half a step: |w − s·q| ≤ s/2", 2.0, score, msg))
+    return 1 - len(notes) / len(CHECKED), msg
 
-    # 4. a group of zeros (the codes and the finiteness of the scales, whatever their layout)
-    w, bits, g = c["zero"]
-    rec = result.get("zero") if isinstance(result.get("zero"), dict) else {}
-    q, scales = vector(rec.get("q"), w.size), vector(rec.get("scales"))
+
+@check("a group of zeros gives codes 0, no NaN", 1.0)
+def zero_group(reads: dict, c: dict):
+    """The codes and the finiteness of the scales, whatever their layout."""
+    (w, _, g), read = c["zero"], reads["zero"]
     zeros = np.repeat(np.abs(w.reshape(w.shape[0], -1, g)).max(axis=-1) == 0, g, axis=1)
     fix = "max|w| = 0 gives s = 0 and w/s = 0/0; give that group codes 0 (divide by a safe scale)"
-    if q is None or scales is None:
-        ok, msg = False, f"With a group of zeros: {rec.get('error') or 'no codes or scales'}."
-    elif not (np.all(np.isfinite(q)) and np.all(np.isfinite(scales))):
-        ok, msg = False, f"With a group of zeros, codes or scales are NaN or infinite: {fix}."
-    elif np.any(q.reshape(w.shape)[zeros] != 0):
-        ok, msg = False, f"A group of zeros gets nonzero codes: {fix}."
-    else:
-        ok, msg = True, "A group of zeros gets codes 0, with finite scales."
-    props.append(prop("a group of zeros gives codes 0, no NaN", 1.0, ok, msg))
+    if isinstance(read, str):
+        return False, f"With a group of zeros: {read}."
+    if not (np.all(np.isfinite(read[0])) and np.all(np.isfinite(read[1]))):
+        return False, f"With a group of zeros, codes or scales are NaN or infinite: {fix}."
+    if np.any(read[0].reshape(w.shape)[zeros] != 0):
+        return False, f"A group of zeros gets nonzero codes: {fix}."
+    return True, "A group of zeros gets codes 0, with finite scales."
 
-    # 5. smaller groups, smaller error on weights with outliers
-    w = c["small_groups"][0]
-    errors = []
+
+@check("smaller groups, smaller error with outliers", 1.0)
+def smaller_groups(parsed: dict, c: dict):
+    w, errors = c["small_groups"][0], []
     for name in ("small_groups", "one_group_per_row"):
-        _, _, g = c[name]
         p = parsed[name]
         if isinstance(p, str) or not (np.all(np.isfinite(p[0])) and np.all(np.isfinite(p[1]))):
             break
-        errors.append(np.linalg.norm(_dequantized(p[0], p[1], g) - w) / np.linalg.norm(w))
+        errors.append(np.linalg.norm(_dequantized(p[0], p[1], c[name][2]) - w) / np.linalg.norm(w))
     if len(errors) < 2:
         why = p if isinstance(p, str) else "codes or scales are not finite"
-        ok, msg = False, f"Cannot compare the errors of groups of 32 and 256: {why}."
-    elif errors[0] < errors[1]:
-        ok = True
-        msg = (
+        return False, f"Cannot compare the errors of groups of 32 and 256: {why}."
+    if errors[0] < errors[1]:
+        return True, (
             f"With one outlier per row, 4-bit groups of 32 give a relative error of "
             f"{errors[0]:.3f}, against {errors[1]:.3f} with groups of 256."
         )
-    else:
-        ok = False
-        msg = (
-            f"With one outlier per row, groups of 32 give a relative error of {errors[0]:.3f}, "
-            f"no smaller than {errors[1]:.3f} with groups of 256: each group needs its own "
-            "scale, so that an outlier flattens only the weights of its own group (§6.3)."
-        )
-    props.append(prop("smaller groups, smaller error with outliers", 1.0, ok, msg))
-    return props
+    return False, (
+        f"With one outlier per row, groups of 32 give a relative error of {errors[0]:.3f}, "
+        f"no smaller than {errors[1]:.3f} with groups of 256: each group needs its own "
+        "scale, so that an outlier flattens only the weights of its own group (§6.3)."
+    )
+
+
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
+    """Score codes, scales and round trip against absmax quantization redrawn from the seed."""
+    r, c = Result(result), cases(seed)
+    reads = {name: _read(r.record(name), w) for name, (w, _, _) in c.items()}
+    parsed = {name: _parsed(reads[name], w, g) for name, (w, _, g) in c.items()}
+    return [
+        codes(reads, c),
+        scales(parsed, c),
+        round_trip(parsed, c),
+        zero_group(reads, c),
+        smaller_groups(parsed, c),
+    ]

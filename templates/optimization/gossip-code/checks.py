@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from autograder.checklib import Property, Record, Result, Verdict, check, notes, share
+from autograder.checklib import Property, Record, Result, Verdict, check, judged
 
 ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
@@ -181,12 +181,7 @@ def _read(rec: Record, p: int):
     if rec.items is None or len(rec.items) != 4:
         return f"returned {rec.type}, not (W, lam, rounds, x_out)"
     W, lam, rounds, x_out = rec.items
-    # checklib candidate: float(value) of a record, by Python's rules (as pass-at-k's _float)
-    kind = (rounds.type, rounds.shape)
-    converts = kind[0] in ("float", "bool", "Tensor") or kind == ("ndarray", ())
-    t = rounds.number() if converts else None  # 124.0, a 0-d array or 1-element tensor
-    if rounds.integer is not None and rounds.integer.bit_length() < 1000:
-        t = rounds.integer  # a Python int, exactly
+    t = rounds.as_float()  # 124, 124.0, a 0-d array or a one-element tensor
     W, x_out = W.array(), x_out.array()
     return (
         W if W is not None and W.shape == (p, p) else None,
@@ -258,13 +253,9 @@ def _verdicts(c: dict, rec: Record) -> list[Verdict]:
 
 
 # checklib candidate: a property that is one verdict per case (all hold, or the notes of all)
-def _all(vs: list[Verdict], good: str, advice: str) -> tuple[float, str]:
-    return (1.0, good) if all(vs) else (share(vs), notes(vs, len(vs)) + advice)
-
-
 @check("W is symmetric, doubly stochastic, 1/(degree + 1) on regular graphs", 2.0)
 def matrix_ok(vs: list[Verdict]):
-    return _all(
+    return judged(
         vs,
         "W is a symmetric, doubly stochastic gossip matrix of each graph.",
         " Proposition 4.14 needs W symmetric and doubly stochastic, with weights on the "
@@ -275,7 +266,7 @@ def matrix_ok(vs: list[Verdict]):
 
 @check("λ is the second-largest eigenvalue modulus of W", 1.0)
 def lambda_ok(vs: list[Verdict]):
-    return _all(
+    return judged(
         vs,
         "λ is the second-largest |eigenvalue| of W.",
         " λ = max |μ| over the eigenvalues μ of W other than the eigenvalue 1 of the "
@@ -285,7 +276,7 @@ def lambda_ok(vs: list[Verdict]):
 
 @check("rounds to divide the disagreement by 1/ε", 2.0)
 def rounds_ok(vs: list[Verdict]):
-    return _all(
+    return judged(
         vs,
         "The rounds match a simulation of x ← W x, within the bound of Proposition 4.14.",
         " Count the rounds x ← W x, from 0, until ‖x − x̄‖ ≤ ε‖x₀ − x̄‖; Proposition 4.14 "
@@ -295,7 +286,7 @@ def rounds_ok(vs: list[Verdict]):
 
 @check("gossip keeps the mean and reaches it within ε", 1.0)
 def mean_ok(vs: list[Verdict]):
-    return _all(
+    return judged(
         vs,
         "x_out keeps the mean of x and is within ε of the consensus.",
         " A doubly stochastic W keeps the mean: 1ᵀW x = 1ᵀx, so gossip converges to the "

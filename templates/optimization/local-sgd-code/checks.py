@@ -29,10 +29,9 @@ from autograder.checklib import (
     Result,
     Verdict,
     check,
+    judged,
     matrix,
-    notes,
     plain,
-    share,
 )
 
 ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
@@ -251,13 +250,9 @@ def _restarts_ok(rec: Result, models: np.ndarray | None, h: int, t: int) -> tupl
 
 
 # checklib candidate: a property that is one verdict per case (all hold, or the notes of all)
-def _all(vs: list[Verdict], good: str, advice: str) -> tuple[float, str]:
-    return (1.0, good) if all(vs) else (share(vs), notes(vs, len(vs)) + advice)
-
-
 @check("H = 1 is mini-batch SGD", 1.0)
 def synchronous(vs: list[Verdict]):
-    return _all(
+    return judged(
         vs,
         "With H = 1, every worker ends at the point of mini-batch SGD, x ← x − η·mean of the p "
         "gradients.",
@@ -268,7 +263,7 @@ def synchronous(vs: list[Verdict]):
 
 @check(ROUNDS, 2.0)
 def rounds(vs: list[Verdict]):
-    return _all(
+    return judged(
         vs,
         "average is called ⌊T/H⌋ times, after local steps H, 2H, … of every worker, on the "
         "workers' models.",
@@ -279,7 +274,7 @@ def rounds(vs: list[Verdict]):
 
 @check("every worker restarts from the average", 1.0)
 def restarts(vs: list[Verdict]):
-    return _all(
+    return judged(
         vs,
         "After each averaging all workers continue from the same model.",
         " After a round every worker continues from its own copy of the average: "
@@ -289,7 +284,7 @@ def restarts(vs: list[Verdict]):
 
 @check("matches local SGD on a quadratic", 2.0)
 def trajectory(vs: list[Verdict]):
-    return _all(
+    return judged(
         vs,
         "With H > 1 the models after T steps match local SGD on the noisy quadratic.",
         " Each worker steps with its own gradient at its own model, H steps between two "

@@ -37,10 +37,12 @@ import math
 
 import numpy as np
 
+from autograder.checklib import FALSE_FAIL, Property, Result, check, shown, two_sided_p, vector
+
 ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
 N_ROLLOUTS = 20_000  # per (θ, b): the mean to ±1 % of its spread's scale
-FALSE_FAIL = 1e-4  # per statistical test
+# FALSE_FAIL (1e-4): per statistical test
 N_OPTIMAL = 1_000  # rollouts at b* and at b* ± δ
 MOST_DRAWS = 4  # draws a call may ask of rng, per rollout (the probe's memory, not a rule)
 OPTIMAL_RTOL = 1e-6  # at b*, every estimate is σ(1 − σ) up to rounding (float32 is fine)
@@ -160,18 +162,14 @@ class Draws:
 
 def _call(student, theta: float, b: float, n: int, draws: Draws) -> np.ndarray | str:
     """The student's n estimates as a float64 array, or why there are none."""
-    try:
-        out = student(theta, b, n, draws)
-        if hasattr(out, "detach"):
-            out = out.detach().cpu().numpy()
-        g = np.asarray(out, dtype=np.float64)
-    except BaseException as err:  # noqa: BLE001 - anything the student raises
-        why = f"{type(err).__name__}: {err}"[:300]
-        if isinstance(err, AttributeError):
-            why += " (rng offers random, uniform, binomial and choice, as NumPy's Generator)"
-        return why
-    if g.shape != (n,):
-        return f"returned shape {list(g.shape)} for n = {n}: return one estimate per rollout"
+    rec = student.call(theta, b, n, draws)
+    if not rec.ok:
+        hint = " (rng offers random, uniform, binomial and choice, as NumPy's Generator)"
+        return rec.error + (hint if rec.raised == "AttributeError" else "")
+    if rec.shape != (n,):
+        shape = list(rec.shape or ())
+        return f"returned shape {shape} for n = {n}: return one estimate per rollout"
+    g = rec.array()
     if not np.all(np.isfinite(g)):
         return "the estimates are not finite (nan or inf)"
     return g
@@ -240,22 +238,9 @@ def probe(student, seed: int, params: dict) -> dict:
 
 # --- grade (trusted) ---------------------------------------------------------------------
 
-NAMES = {
-    "mean": ("unbiased: mean σ(1 − σ) for any baseline", 2.0),
-    "variance": ("variance σ(1 − σ)[(1 − σ)(1 − b)² + σb² − σ(1 − σ)]", 2.0),
-    "optimal": ("b* = 1 − σ: every estimate equals σ(1 − σ)", 1.0),
-    "rng": ("rollouts drawn from rng", 1.0),
-}
 
-
-def _z_ok(z: float) -> bool:
-    return math.erfc(abs(z) / math.sqrt(2)) >= FALSE_FAIL  # two-sided p-value
-
-
-def _show(rec: dict) -> str:
+def _show(rec: Result) -> str:
     """A run's most frequent distinct values, with counts."""
-    from autograder.checktools import shown
-
     values, counts = rec.get("values"), rec.get("counts")
     if not (isinstance(values, list) and isinstance(counts, list)):
         return "?"
@@ -264,10 +249,8 @@ def _show(rec: dict) -> str:
     return listed + (f" and {distinct - 4} more" if type(distinct) is int and distinct > 4 else "")
 
 
-def _off_outcomes(rec, sigma: float, b: float) -> str | None:
+def _off_outcomes(rec: Result, sigma: float, b: float) -> str | None:
     """Why the run's estimates are not each (1 − b)(1 − σ) or bσ; None when they are."""
-    from autograder.checktools import vector
-
     values, distinct = vector(rec.get("values")), rec.get("distinct")
     if values is None or values.size == 0 or type(distinct) is not int or distinct != values.size:
         count = distinct if type(distinct) is int else "no readable"
@@ -282,133 +265,136 @@ def _off_outcomes(rec, sigma: float, b: float) -> str | None:
     )
 
 
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Test the estimates against (R − b)(a − σ) and their moments against Ex. 10(a),
-    recomputed from the seed."""
-    from autograder.checktools import prop
+def _runs(r: Result, c: dict) -> list[dict]:
+    """Each statistical run's (ok, note) for the mean's z-test, for its values and the
+    variance's z-test, and for its draws."""
     from costmodel.rl import reinforce_variance
 
-    c = cases(seed)
-    r = result if isinstance(result, dict) else {}
-    recs = r.get("stats") if isinstance(r.get("stats"), list) else []
-    recs = (recs + [None] * len(c["stats"]))[: len(c["stats"])]
-    mean_ok, var_ok, mean_notes, var_notes = [], [], [], []
-    for case, rec in zip(c["stats"], recs, strict=True):
-        sigma, b = sigmoid(case["theta"]), case["b"]
+    out = []
+    for case, rec in zip(c["stats"], r.parts("stats", len(c["stats"])), strict=True):
+        sigma, b, n = sigmoid(case["theta"]), case["b"], N_ROLLOUTS
         where = f"σ = {sigma:.3f}, b = {b:.3f}"
-        usable = (
-            isinstance(rec, dict)
-            and not rec.get("error")
-            and rec.get("n") == N_ROLLOUTS
-            and all(type(rec.get(k)) is float and math.isfinite(rec[k]) for k in ("sum", "sum_sq"))
-        )
-        if not usable:
-            why = rec.get("error") if isinstance(rec, dict) else None
-            note = f"{where}: {why or 'no usable estimates'}."
-            mean_ok.append(False)
-            var_ok.append(False)
-            mean_notes.append(note)
-            var_notes.append(note)
+        unusable = (False, f"{where}: {rec.get('error') or 'no usable estimates'}.")
+        undrawn = rec.get("rng")  # why the draws did not decide the rollouts, or None
+        if rec.get("error") or "rng" not in rec.data:
+            run = {"rng": unusable}
+        else:
+            note = "" if undrawn is None else f"{where}: {str(undrawn)[:200]}."
+            run = {"rng": (undrawn is None, note)}
+        sums = [rec.get(k) for k in ("sum", "sum_sq")]
+        if rec.get("error") or rec.get("n") != n or not all(_finite(v) for v in sums):
+            out.append({**run, "mean": unusable, "variance": unusable})
             continue
-        n = N_ROLLOUTS
-        mu = sigma * (1 - sigma)
-        var = reinforce_variance(sigma=sigma, b=b)  # = σ(1 − σ)(1 − σ − b)²
-        mean = rec["sum"] / n
-        sample_var = max(rec["sum_sq"] / n - mean**2, 0.0)
-        mean_ok.append(_z_ok((mean - mu) / math.sqrt(var / n)))
-        mean_notes.append(f"{where}: mean {mean:.4f}.")
-        pq, d4 = mu, (1 - sigma - b) ** 4  # the estimate takes two values, d = 1 − σ − b apart
+        mu, var = sigma * (1 - sigma), reinforce_variance(sigma=sigma, b=b)  # σ(1 − σ)(1 − σ − b)²
+        mean = sums[0] / n
+        sample_var = max(sums[1] / n - mean**2, 0.0)
+        z_mean = (mean - mu) / math.sqrt(var / n)
+        run["mean"] = (two_sided_p(z_mean) >= FALSE_FAIL, f"{where}: mean {mean:.4f}.")
+        d4 = (1 - sigma - b) ** 4  # the estimate takes two values, d = 1 − σ − b apart
         off = _off_outcomes(rec, sigma, b)  # moments can be matched; the values cannot
-        var_ok.append(
-            off is None and _z_ok((sample_var - var) / math.sqrt(pq * (1 - 4 * pq) * d4 / n))
+        z_var = (sample_var - var) / math.sqrt(mu * (1 - 4 * mu) * d4 / n)
+        run["variance"] = (
+            off is None and two_sided_p(z_var) >= FALSE_FAIL,
+            f"{where}: variance {sample_var:.4g}" + (f"; {off}." if off else "."),
         )
-        var_notes.append(f"{where}: variance {sample_var:.4g}" + (f"; {off}." if off else "."))
-    props = []
-    msg = " ".join(mean_notes)
-    if all(mean_ok):
-        msg = f"Over {N_ROLLOUTS} rollouts each, the mean matches ∇J = σ(1 − σ): {msg}"
-    else:
-        msg += (
-            f" The mean must be ∇J = σ(1 − σ) for every constant b (two-sided z-test, "
-            f"false-fail rate {FALSE_FAIL:g}): E[b ∂_θ log π] = 0, so the estimate is "
-            "(R − b)(a − σ), the baseline subtracted from the reward (example 7.6)."
-        )
-    props.append(prop(*NAMES["mean"], sum(mean_ok) / len(mean_ok), msg))
+        out.append(run)
+    return out
 
-    msg = " ".join(var_notes)
-    if all(var_ok):
-        msg = (
-            "Every estimate is (1 − b)(1 − σ) or bσ, and the variance follows b as in "
-            f"Ex. 10(a): {msg}"
-        )
-    else:
-        msg += (
-            " The estimate is (1 − b)(1 − σ) with probability σ and bσ otherwise; its variance "
-            "σ(1 − σ)[(1 − σ)(1 − b)² + σb² − σ(1 − σ)] depends on b (Ex. 10(a)): subtract b "
-            "from the reward R, and use the score ∂_θ log π(a) = a − σ."
-        )
-    props.append(prop(*NAMES["variance"], sum(var_ok) / len(var_ok), msg))
 
-    recs = r.get("optimal") if isinstance(r.get("optimal"), list) else []
-    recs = (recs + [None] * len(c["optimal"]))[: len(c["optimal"])]
-    oks, notes = [], []
+def _finite(v) -> bool:
+    return type(v) is float and math.isfinite(v)
+
+
+def _scored(runs: list[dict], key: str, good: str, advice: str) -> tuple[float, str]:
+    """1 and ``good`` when every run passes; else the share that pass, their notes and
+    ``advice``."""
+    oks = [run[key][0] for run in runs]
+    notes = " ".join(run[key][1] for run in runs if run[key][1])
+    return (1.0, good) if all(oks) else (sum(oks) / len(oks), notes + advice)
+
+
+@check("unbiased: mean σ(1 − σ) for any baseline", 2.0)
+def unbiased(runs: list[dict]):
+    notes = " ".join(run["mean"][1] for run in runs)
+    return _scored(
+        runs,
+        "mean",
+        f"Over {N_ROLLOUTS} rollouts each, the mean matches ∇J = σ(1 − σ): {notes}",
+        f" The mean must be ∇J = σ(1 − σ) for every constant b (two-sided z-test, "
+        f"false-fail rate {FALSE_FAIL:g}): E[b ∂_θ log π] = 0, so the estimate is "
+        "(R − b)(a − σ), the baseline subtracted from the reward (example 7.6).",
+    )
+
+
+@check("variance σ(1 − σ)[(1 − σ)(1 − b)² + σb² − σ(1 − σ)]", 2.0)
+def variance(runs: list[dict]):
+    notes = " ".join(run["variance"][1] for run in runs)
+    return _scored(
+        runs,
+        "variance",
+        "Every estimate is (1 − b)(1 − σ) or bσ, and the variance follows b as in "
+        f"Ex. 10(a): {notes}",
+        " The estimate is (1 − b)(1 − σ) with probability σ and bσ otherwise; its variance "
+        "σ(1 − σ)[(1 − σ)(1 − b)² + σb² − σ(1 − σ)] depends on b (Ex. 10(a)): subtract b "
+        "from the reward R, and use the score ∂_θ log π(a) = a − σ.",
+    )
+
+
+@check("rollouts drawn from rng", 1.0)
+def drawn(runs: list[dict]):
+    return _scored(
+        runs,
+        "rng",
+        f"Each of the {N_ROLLOUTS} rollouts of a run is decided by its draw of rng.",
+        " Draw the actions from rng, one draw per rollout, in order "
+        "(rng.random(n) < σ), not from np.random or random: rng is the autograder's "
+        "generator, and each rollout must follow its draw.",
+    )
+
+
+def _optimal_miss(rec: Result, sigma: float, beside: float) -> str | None:
+    """Why a run at b* is not the constant σ(1 − σ) at which the two values at b* ± δ
+    meet; None when it is."""
+    mu = sigma * (1 - sigma)
+    if not rec.data or rec.get("error"):
+        return f"{rec.get('error') or 'no result'}."
+    lo, hi = rec.get("min"), rec.get("max")
+    if not (type(lo) is float and type(hi) is float):
+        return "no usable estimates."
+    if not (abs(lo - mu) <= OPTIMAL_RTOL * mu and abs(hi - mu) <= OPTIMAL_RTOL * mu):
+        return f"the estimates range over [{lo:.4g}, {hi:.4g}]."
+    # constant at b* as the meeting point of the two values: apart at b* ± δ
+    near = rec.part("beside")
+    if not near.data or near.get("error"):
+        off = ": " + str(near.get("error") or "no result")
+    else:
+        off = _off_outcomes(near, sigma, beside)
+        off = off and " " + off
+    return off and (
+        f"every estimate is σ(1 − σ), but at b = {beside:.3f}{off}: the "
+        "estimator is not (R − b)(a − σ), whose two values meet at b*."
+    )
+
+
+@check("b* = 1 − σ: every estimate equals σ(1 − σ)", 1.0)
+def optimal(r: Result, c: dict):
+    recs, notes = r.parts("optimal", len(c["optimal"])), []
     for theta, beside, rec in zip(c["optimal"], c["beside"], recs, strict=True):
         sigma = sigmoid(theta)
-        mu = sigma * (1 - sigma)
-        where = f"σ = {sigma:.3f}, b* = {1 - sigma:.3f}"
-        if not isinstance(rec, dict) or rec.get("error"):
-            oks.append(False)
-            notes.append(f"{where}: {rec.get('error') if isinstance(rec, dict) else 'no result'}.")
-            continue
-        lo, hi = rec.get("min"), rec.get("max")
-        if not (type(lo) is float and type(hi) is float):
-            oks.append(False)
-            notes.append(f"{where}: no usable estimates.")
-            continue
-        if not (abs(lo - mu) <= OPTIMAL_RTOL * mu and abs(hi - mu) <= OPTIMAL_RTOL * mu):
-            oks.append(False)
-            notes.append(f"{where}: the estimates range over [{lo:.4g}, {hi:.4g}].")
-            continue
-        # constant at b* as the meeting point of the two values: apart at b* ± δ
-        near = rec.get("beside")
-        if not isinstance(near, dict) or near.get("error"):
-            off = ": " + str(near.get("error") if isinstance(near, dict) else "no result")
-        else:
-            off = _off_outcomes(near, sigma, beside)
-            off = off and " " + off
-        oks.append(off is None)
-        if off is not None:
-            notes.append(
-                f"{where}: every estimate is σ(1 − σ), but at b = {beside:.3f}{off}: the "
-                "estimator is not (R − b)(a − σ), whose two values meet at b*."
-            )
-    msg = (
-        "At b* = 1 − σ every estimate is σ(1 − σ): zero variance, one rollout suffices."
-        if all(oks)
-        else " ".join(notes) + " With b* = 1 − σ both outcomes give (1 − b*)(1 − σ) = b*σ = "
+        miss = _optimal_miss(rec, sigma, beside)
+        if miss:
+            notes.append(f"σ = {sigma:.3f}, b* = {1 - sigma:.3f}: {miss}")
+    if not notes:
+        return 1.0, "At b* = 1 − σ every estimate is σ(1 − σ): zero variance, one rollout suffices."
+    return 1 - len(notes) / len(recs), " ".join(notes) + (
+        " With b* = 1 − σ both outcomes give (1 − b*)(1 − σ) = b*σ = "
         "σ(1 − σ): the estimator is constant (Ex. 10(b))."
     )
-    props.append(prop(*NAMES["optimal"], sum(oks) / len(oks), msg))
 
-    recs = r.get("stats") if isinstance(r.get("stats"), list) else []
-    recs = (recs + [None] * len(c["stats"]))[: len(c["stats"])]
-    oks, notes = [], []
-    for case, rec in zip(c["stats"], recs, strict=True):
-        where = f"σ = {sigmoid(case['theta']):.3f}, b = {case['b']:.3f}"
-        if not isinstance(rec, dict) or rec.get("error") or "rng" not in rec:
-            oks.append(False)
-            why = rec.get("error") if isinstance(rec, dict) else None
-            notes.append(f"{where}: {why or 'no usable estimates'}.")
-            continue
-        oks.append(rec["rng"] is None)
-        if rec["rng"] is not None:
-            notes.append(f"{where}: {str(rec['rng'])[:200]}.")
-    msg = (
-        f"Each of the {N_ROLLOUTS} rollouts of a run is decided by its draw of rng."
-        if all(oks)
-        else " ".join(notes) + " Draw the actions from rng, one draw per rollout, in order "
-        "(rng.random(n) < σ), not from np.random or random: rng is the autograder's "
-        "generator, and each rollout must follow its draw."
-    )
-    props.append(prop(*NAMES["rng"], sum(oks) / len(oks), msg))
-    return props
+
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
+    """Test the estimates against (R − b)(a − σ) and their moments against Ex. 10(a),
+    recomputed from the seed."""
+    r, c = Result(result), cases(seed)
+    runs = _runs(r, c)
+    return [unbiased(runs), variance(runs), optimal(r, c), drawn(runs)]

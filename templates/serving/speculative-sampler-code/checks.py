@@ -38,8 +38,10 @@ import time
 
 import numpy as np
 
+from autograder.checklib import FALSE_FAIL, Property, Result, check, chi2_sf, chi2_test
+
 N_DRAWS = 15_000  # steps, one per draft: about 0.5 s for a plain NumPy implementation
-FALSE_FAIL = 1e-4  # per property: a correct sampler fails a property this rarely
+# FALSE_FAIL (1e-4) is per property here: a correct sampler fails a property this rarely
 SLOW_SECONDS = 25.0  # a sampler slower than this for N_DRAWS steps is stopped
 BATCH = 1000  # steps per round trip to the student's process
 ISOLATED = True  # probe() runs in the probe process; the sampler, in the student's
@@ -128,18 +130,11 @@ def probe(student, seed: int, params: dict) -> dict:
 
 # --- grade (trusted) ---------------------------------------------------------------------
 
-NAMES = [
-    ("output tokens follow the target p", 3.0),
-    ("a draft x is kept with probability min(1, p(x)/q(x))", 2.0),
-    ("a kept draft is the token returned", 1.0),
-    ("after a rejection, tokens follow the residual (p − q)₊ normalised", 2.0),
-]
 _STEPS = re.compile(rf"[0-7{REJECTED}{re.escape(INVALID)}]*")
 
 
-def _steps(result, v: int) -> tuple[np.ndarray, np.ndarray] | str:
+def _steps(r: Result, v: int) -> tuple[np.ndarray, np.ndarray] | str:
     """(tokens, kept) of the N_DRAWS steps the probe recorded, or why there are none."""
-    r = result if isinstance(result, dict) else {}
     steps = r.get("steps")
     if not (isinstance(steps, str) and len(steps) <= N_DRAWS and _STEPS.fullmatch(steps)):
         return "The sampler's probe returned no usable record of the steps."
@@ -163,10 +158,9 @@ def _pairs(first: np.ndarray, second: np.ndarray, k: int) -> np.ndarray:
     return np.bincount(first * k + second, minlength=k * k)
 
 
+# checklib candidate: the p-value of independent chi-square statistics summed
 def _combined(tests: list[tuple[float, int]]) -> tuple[float, int, float]:
     """Independent chi-square statistics summed: (χ², degrees of freedom, upper p-value)."""
-    from autograder.checktools import chi2_sf
-
     stat, dof = sum(s for s, _ in tests), sum(d for _, d in tests)
     return stat, dof, (chi2_sf(stat, dof) if dof > 0 else 1.0)
 
@@ -188,8 +182,6 @@ def _blocks(size: int, rarest: float) -> int:
 def _dispersion(outcomes: np.ndarray, probs: np.ndarray) -> tuple[float, int]:
     """Pearson's χ² of the counts in consecutive blocks of ``outcomes`` (indices into
     ``probs``), summed over the blocks: (χ², degrees of freedom)."""
-    from autograder.checktools import chi2_test
-
     size = _blocks(len(outcomes), float(probs.min()))
     n = len(outcomes) // size
     stat, dof = 0.0, 0
@@ -203,8 +195,6 @@ def _keep_tests(xs: np.ndarray, kept: np.ndarray, keep: np.ndarray) -> list[tupl
     """(what, p-value) of the tests of the acceptance given the drafts: the rate per
     drafted token; consecutive decisions on the same drafted token, and in consecutive
     calls (per pair of drafted tokens); the spread of the rejections in blocks."""
-    from autograder.checktools import chi2_test
-
     rate, same, spread = [], [], []
     for x in np.flatnonzero(keep < 1):
         d = kept[xs == x].astype(np.int64)  # 1 kept, 0 rejected
@@ -240,8 +230,6 @@ def _keep_tests(xs: np.ndarray, kept: np.ndarray, keep: np.ndarray) -> list[tupl
 def _residual_tests(rejected: np.ndarray, residual: np.ndarray) -> list[tuple[str, float]]:
     """(what, p-value) of the residual tokens' law, of consecutive residual tokens, and of
     their spread in blocks."""
-    from autograder.checktools import chi2_test
-
     support = np.flatnonzero(residual > 0)
     where = np.full(len(residual), -1)
     where[support] = np.arange(len(support))
@@ -267,103 +255,110 @@ def _failed(tests: list[tuple[str, float]]) -> str | None:
     return None if not bad else f"{', '.join(bad)} below {level:.2g}"
 
 
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Judge each step given its draft (redrawn from the seed), then the output's law."""
-    from autograder.checktools import chi2_test
-    from autograder.checktools import prop as _prop
-
+def _judged(result, seed: int) -> dict:
+    """The seed's p, q and drafts, the steps recorded, and why they cannot be judged
+    (``gate``: no usable record, or a kept draft that is not the token returned)."""
     p, q = dists(seed)
-    v = len(p)
-    xs = drafts(seed, q)
-    keep = np.minimum(1.0, p / q)
-    alpha = float(np.minimum(p, q).sum())
     residual = np.maximum(p - q, 0.0)
-    residual /= residual.sum()
-    steps = _steps(result, v)
+    s = {"p": p, "q": q, "xs": drafts(seed, q), "residual": residual / residual.sum()}
+    s.update(keep=np.minimum(1.0, p / q), alpha=float(np.minimum(p, q).sum()))
+    steps = _steps(Result(result), len(p))
     if isinstance(steps, str):
-        return [_prop(n, w, 0, steps) for n, w in NAMES]
-    tokens, kept = steps
-    props = {}
+        return {**s, "unread": steps, "gate": steps}
+    s["tokens"], s["kept"] = steps
+    s["swapped"] = np.flatnonzero(s["kept"] & (s["tokens"] != s["xs"]))
+    gate = (
+        "Not judged: a step decides about the probe's draft x, and must first return it "
+        "when it keeps it."
+    )
+    return {**s, "unread": None, "gate": gate if s["swapped"].size else None}
 
-    # a kept draft is the token returned: exactly, on every step
-    swapped = np.flatnonzero(kept & (tokens != xs))
-    if swapped.size:
-        i = int(swapped[0])
-        msg = (
-            f"{swapped.size} of the {int(kept.sum())} steps that keep their draft return another "
-            f"token, e.g. the draft {int(xs[i])} kept and the token {int(tokens[i])} returned: "
-            "a kept draft is the output (Theorem 6.11), whatever law the tokens follow."
-        )
-        gate = (
-            "Not judged: a step decides about the probe's draft x, and must first return it "
-            "when it keeps it."
-        )
-        return [_prop(n, w, 0, msg if n == NAMES[2][0] else gate) for n, w in NAMES]
-    props[NAMES[2][0]] = (1, f"All {int(kept.sum())} kept drafts are the tokens returned.")
 
-    # each draft x kept with probability min(1, p(x)/q(x)), independently
+@check("a kept draft is the token returned", 1.0)
+def kept_returned(s: dict):
+    """Exactly, on every step."""
+    if s["unread"]:
+        return 0, s["unread"]
+    swapped, kept = s["swapped"], s["kept"]
+    if not swapped.size:
+        return 1, f"All {int(kept.sum())} kept drafts are the tokens returned."
+    i = int(swapped[0])
+    return 0, (
+        f"{swapped.size} of the {int(kept.sum())} steps that keep their draft return another "
+        f"token, e.g. the draft {int(s['xs'][i])} kept and the token {int(s['tokens'][i])} "
+        "returned: a kept draft is the output (Theorem 6.11), whatever law the tokens follow."
+    )
+
+
+@check("a draft x is kept with probability min(1, p(x)/q(x))", 2.0)
+def keep_rate(s: dict):
+    """Each draft x kept with probability min(1, p(x)/q(x)), independently."""
+    if s["gate"]:
+        return 0, s["gate"]
+    p, q, xs, kept, keep = s["p"], s["q"], s["xs"], s["kept"], s["keep"]
     never = np.flatnonzero(~kept & (keep[xs] >= 1))
-    n_kept = int(kept.sum())
-    rate = f"{n_kept} of {N_DRAWS} drafts kept ({n_kept / N_DRAWS:.3f}; 1 − TV(p, q) = {alpha:.3f})"
     if never.size:
         x = int(xs[never[0]])
-        keep_ok = False
-        msg = (
+        return False, (
             f"{never.size} drafts rejected where p(x) ≥ q(x), e.g. token {x} (p = {p[x]:.3f}, "
             f"q = {q[x]:.3f}): min(1, p(x)/q(x)) = 1 keeps it always."
         )
-    else:
-        failed = _failed(_keep_tests(xs, kept, keep))
-        keep_ok = failed is None
-        msg = f"Given each draft x, {rate}: " + (
-            "the rate per drafted token and the independence of consecutive decisions pass."
-            if keep_ok
-            else f"fails {failed}. Keep the draft x with probability min(1, p(x)/q(x)), "
-            "with a fresh uniform from rng at each step."
-        )
-    props[NAMES[1][0]] = (keep_ok, msg)
+    n = int(kept.sum())
+    rate = f"{n} of {N_DRAWS} drafts kept ({n / N_DRAWS:.3f}; 1 − TV(p, q) = {s['alpha']:.3f})"
+    failed = _failed(_keep_tests(xs, kept, keep))
+    return failed is None, f"Given each draft x, {rate}: " + (
+        "the rate per drafted token and the independence of consecutive decisions pass."
+        if failed is None
+        else f"fails {failed}. Keep the draft x with probability min(1, p(x)/q(x)), "
+        "with a fresh uniform from rng at each step."
+    )
 
-    # after a rejection: the residual, independently
-    rejected = tokens[~kept]
-    stray = int((residual[rejected] == 0).sum())
+
+@check("after a rejection, tokens follow the residual (p − q)₊ normalised", 2.0)
+def residual_law(s: dict):
+    """After a rejection: the residual, independently."""
+    if s["gate"]:
+        return 0, s["gate"]
+    rejected = s["tokens"][~s["kept"]]
+    stray = int((s["residual"][rejected] == 0).sum())
     if not rejected.size:
-        res_ok, msg = False, "No draft was ever rejected."
-    elif stray:
-        res_ok = False
-        msg = (
+        return False, "No draft was ever rejected."
+    if stray:
+        return False, (
             f"{stray} of the {rejected.size} tokens sampled after a rejection are tokens with "
             "p ≤ q, which the residual (p − q)₊ never gives."
         )
-    else:
-        failed = _failed(_residual_tests(rejected, residual))
-        res_ok = failed is None
-        msg = f"The {rejected.size} tokens sampled after a rejection " + (
-            "follow (p − q)₊ normalised, independently from one rejection to the next."
-            if res_ok
-            else f"fail {failed}: after a rejection, sample from (p − q)₊ divided by its sum "
-            "1 − α (Theorem 6.11), with fresh numbers from rng."
-        )
-    props[NAMES[3][0]] = (res_ok, msg)
+    failed = _failed(_residual_tests(rejected, s["residual"]))
+    return failed is None, f"The {rejected.size} tokens sampled after a rejection " + (
+        "follow (p − q)₊ normalised, independently from one rejection to the next."
+        if failed is None
+        else f"fail {failed}: after a rejection, sample from (p − q)₊ divided by its sum "
+        "1 − α (Theorem 6.11), with fresh numbers from rng."
+    )
 
-    # the output: Theorem 6.11's conclusion, once its premises hold
-    if not (keep_ok and res_ok):
-        msg = (
+
+@check("output tokens follow the target p", 3.0)
+def output_law(s: dict, premises: bool):
+    """Theorem 6.11's conclusion, once its premises (the two properties above) hold."""
+    if s["gate"] or not premises:
+        return 0, s["gate"] or (
             "Not judged: the output's law is what keeping each draft at the rate min(1, "
             "p(x)/q(x)) and sampling the residual after a rejection give (Theorem 6.11); "
             "those properties fail."
         )
-        props[NAMES[0][0]] = (0, msg)
-    else:
-        stat, dof, pval = chi2_test(np.bincount(tokens, minlength=v), p)
-        test = f"χ² = {stat:.1f} on {dof} degrees of freedom, p-value {pval:.2g}"
-        ok = pval >= FALSE_FAIL
-        msg = (
-            f"The {N_DRAWS} output tokens pass the chi-square test against p ({test} ≥ "
-            f"{FALSE_FAIL:g})."
-            if ok
-            else f"The {N_DRAWS} output tokens fail the chi-square test against p ({test} < "
-            f"{FALSE_FAIL:g}): speculative sampling must reproduce the target exactly "
-            "(Theorem 6.11)."
-        )
-        props[NAMES[0][0]] = (ok, msg)
-    return [_prop(n, w, float(props[n][0]), props[n][1]) for n, w in NAMES]
+    stat, dof, pval = chi2_test(np.bincount(s["tokens"], minlength=len(s["p"])), s["p"])
+    test = f"χ² = {stat:.1f} on {dof} degrees of freedom, p-value {pval:.2g}"
+    ok = pval >= FALSE_FAIL
+    return ok, f"The {N_DRAWS} output tokens " + (
+        f"pass the chi-square test against p ({test} ≥ {FALSE_FAIL:g})."
+        if ok
+        else f"fail the chi-square test against p ({test} < {FALSE_FAIL:g}): speculative "
+        "sampling must reproduce the target exactly (Theorem 6.11)."
+    )
+
+
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
+    """Judge each step given its draft (redrawn from the seed), then the output's law."""
+    s = _judged(result, seed)
+    rate, residual = keep_rate(s), residual_law(s)
+    return [output_law(s, rate.score == residual.score == 1), rate, kept_returned(s), residual]

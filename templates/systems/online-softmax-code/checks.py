@@ -35,8 +35,11 @@ not count as block by block.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
+
+from autograder.checklib import Property, Record, Result, check, close
 
 ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
@@ -89,69 +92,30 @@ def cases(seed: int) -> dict:
     return {"value": value, "blocks": blocks, "base": base, "shifted": shifted, "memory": memory}
 
 
-def _plain(values) -> list:
-    return [float(x) if math.isfinite(x) else str(float(x)) for x in values]
-
-
-def _array(out) -> np.ndarray | str:
-    """What the student's function returned, as a float64 array, or why it is not one."""
-    if isinstance(out, BaseException):  # raised in the student's process
-        return f"{type(out).__name__}: {out}"[:300]
-    try:
-        if hasattr(out, "detach"):  # a torch tensor
-            out = out.detach().cpu().numpy()
-        return np.asarray(out, dtype=np.float64)
-    except Exception as err:  # noqa: BLE001 - whatever the student returned
-        return f"the result is not an array of numbers: {type(err).__name__}: {err}"[:300]
-
-
-def _output(out) -> dict:
-    """The student's result as plain data: its shape and (if 2-D) its rows."""
-    a = _array(out)
-    if isinstance(a, str):
-        return {"error": a}
-    rec: dict = {"error": None, "shape": [int(s) for s in a.shape]}
-    if a.ndim == 2 and a.size <= 10_000:
-        rec["value"] = [_plain(row) for row in a.tolist()]
-    return rec
-
-
 def _tensors(case: dict) -> tuple:
     import torch
 
     return tuple(torch.tensor(case[x], dtype=torch.float64) for x in ("q", "k", "v"))
 
 
-def _calls(student, calls: list[tuple]) -> list[dict]:
-    """The small calls in one round trip; one by one if the batch as a whole fails (a value
-    that is not data fails it), so that each call gets its own error."""
-    try:
-        answers = student.map(calls)
-    except Exception:  # noqa: BLE001 - the batch's answer; the calls one by one say why
-        answers = []
-        for args in calls:
-            try:
-                answers.append(student(*args))
-            except BaseException as err:  # noqa: BLE001 - anything the student raises
-                answers.append(err)
-    return [_output(a) for a in answers]
-
-
 def _measured_call(student, case: dict) -> dict:
-    """The large call, its memory measured from outside the student's process; the shape
-    of the result, whether it is finite, and the rows ``case["rows"]``."""
+    """The large call, its memory measured from outside the student's process: the record
+    of its output, without its numbers but those of the rows ``case["rows"]`` (and whether
+    all are finite)."""
     try:
         out, peak = student.measured(*_tensors(case), case["block"])
     except BaseException as err:  # noqa: BLE001 - anything the student raises
-        return {"error": f"{type(err).__name__}: {err}"[:300]}
-    a = _array(out)
-    if isinstance(a, str):
-        return {"error": a}
-    rec: dict = {"error": None, "shape": [int(s) for s in a.shape]}
-    if a.ndim == 2 and a.shape[0] == case["q"].shape[0]:
-        rec["finite"] = bool(np.all(np.isfinite(a)))
-        rec["rows"] = [_plain(a[i]) for i in case["rows"]]
-    return rec | {"peak_bytes": peak, "meter": str(student.meter)[:300]}
+        return {"call": Record.of(err)}
+    rec = Record.of(out, keep=MEM_HIGH * MEM_DV)
+    a = rec.array()
+    sampled = a is not None and a.ndim == 2 and a.shape[0] == case["q"].shape[0]
+    return {
+        "call": replace(rec, values=None),
+        "finite": sampled and bool(np.all(np.isfinite(a))),
+        "rows": Record.of(a[case["rows"]]) if sampled else None,
+        "peak_bytes": peak,
+        "meter": str(student.meter)[:300],
+    }
 
 
 def probe(student, seed: int, params: dict) -> dict:
@@ -162,7 +126,7 @@ def probe(student, seed: int, params: dict) -> dict:
     small += [c["blocks"] | {"use": b} for b in c["blocks"]["blocks"]]
     small += [c["base"] | {"use": c["base"]["block"]}]
     small += [c["shifted"] | {"use": c["shifted"]["block"]}]
-    recs = _calls(student, [(*_tensors(case), case["use"]) for case in small])
+    recs = student.calls([(*_tensors(case), case["use"]) for case in small], keep=10_000)
     return {
         "value": recs[0:2],
         "blocks": recs[2:6],
@@ -182,26 +146,27 @@ def attention(case: dict) -> np.ndarray:
     return (p / p.sum(axis=1, keepdims=True)) @ case["v"]
 
 
-def _out(rec, shape: tuple[int, int]) -> tuple[np.ndarray | None, str]:
-    """The student's output as an array of ``shape``, or None and why not."""
-    from autograder.checktools import matrix
+def _shape_note(rec: Record, shape: tuple[int, int]) -> str:
+    """Why the record is not an array of ``shape`` (None reads as nan, of shape ()), or ""."""
+    if rec.shape is None and rec.type != "NoneType":
+        return f"the result is not an array of numbers ({rec.returned()})"
+    got = list(rec.shape or ())
+    return "" if got == list(shape) else f"the result has shape {got}, expected (m, d_v) = {shape}"
 
-    if not isinstance(rec, dict):
-        return None, "no result"
-    if rec.get("error"):
-        return None, str(rec["error"])
-    got = rec.get("shape")
-    if got != list(shape):
-        return None, f"the result has shape {got}, expected (m, d_v) = {tuple(shape)}"
-    a = matrix(rec.get("value"))
-    if a is None or a.shape != shape:
+
+def _out(rec: Record, shape: tuple[int, int]) -> tuple[np.ndarray | None, str]:
+    """The student's output as an array of ``shape``, or None and why not."""
+    if not rec.ok or _shape_note(rec, shape):
+        return None, rec.error or _shape_note(rec, shape)
+    a = rec.array(shape)
+    if a is None:
         return None, "the result is not a matrix of numbers"
     if not np.all(np.isfinite(a)):
         return None, "the result is not finite (inf or nan)"
     return a, ""
 
 
-def _usable(rec, shape: tuple[int, int]) -> tuple[np.ndarray | None, str]:
+def _usable(rec: Record, shape: tuple[int, int]) -> tuple[np.ndarray | None, str]:
     """An output that can serve as the student's own reference: finite, and not one row
     repeated (a constant result would agree with anything)."""
     a, why = _out(rec, shape)
@@ -210,38 +175,18 @@ def _usable(rec, shape: tuple[int, int]) -> tuple[np.ndarray | None, str]:
     return a, why
 
 
-def _close(a: np.ndarray | None, b: np.ndarray) -> bool:
-    from autograder.checktools import close
-
-    return close(a, b, rtol=RTOL, atol=ATOL)
-
-
 def _shape(case: dict) -> tuple[int, int]:
     return case["q"].shape[0], case["v"].shape[1]
 
 
-def _list(x, n: int) -> list:
-    """The first n records of a probe's list, padded with None."""
-    x = x if isinstance(x, list) else []
-    return (x + [None] * n)[:n]
-
-
-def grade(result: dict, seed: int, params: dict) -> list[dict]:
-    """Score the outputs against softmax(q kᵀ/√d) v and against the student's own outputs."""
-    from autograder.checktools import prop
-
-    c = cases(seed)
-    r = result if isinstance(result, dict) else {}
-    value_recs = _list(r.get("value"), 2)
-    block_recs = _list(r.get("blocks"), 4)
-    props = []
-
-    # 1. the value, with a block that divides n
+@check("matches softmax(QKᵀ/√d)V", 2.0)
+def value(r: Result, c: dict):
+    """With a block that divides n."""
     oks, notes = [], []
-    for i, (case, rec) in enumerate(zip(c["value"], value_recs, strict=True)):
+    for i, (case, rec) in enumerate(zip(c["value"], r.records("value", 2), strict=True)):
         a, why = _out(rec, _shape(case))
         exp = attention(case)
-        oks.append(_close(a, exp))
+        oks.append(close(a, exp, RTOL, ATOL))
         if a is not None and not oks[-1]:
             err = float(np.max(np.abs(a - exp)) / np.max(np.abs(exp)))
             why = f"off by a relative error of {err:.2g}"
@@ -250,17 +195,20 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
             notes.append(
                 f"input {i + 1} (m = {m}, n = {n}, d = {d}, block {case['block']}): {why}."
             )
-    msg = (
-        "The output matches softmax(q kᵀ/√d) v on both random inputs."
-        if all(oks)
-        else " ".join(notes) + " The output is softmax(q kᵀ/√d) v with d the width of q and k, "
+    if all(oks):
+        return 1.0, "The output matches softmax(q kᵀ/√d) v on both random inputs."
+    return sum(oks) / 2, " ".join(notes) + (
+        " The output is softmax(q kᵀ/√d) v with d the width of q and k, "
         "the online softmax giving the same numbers as the direct one (Proposition 2.4)."
     )
-    props.append(prop("matches softmax(QKᵀ/√d)V", 2.0, sum(oks) / 2, msg))
 
-    # 2. the weights sum to one: the all-ones column of v comes out as ones
-    outs = [_out(rec, _shape(case))[0] for case, rec in zip(c["value"], value_recs, strict=True)]
-    outs += [_out(rec, _shape(c["blocks"]))[0] for rec in block_recs]
+
+@check("attention weights sum to one", 1.0)
+def weights(r: Result, c: dict):
+    """The all-ones column of v comes out as ones."""
+    recs = zip(c["value"], r.records("value", 2), strict=True)
+    outs = [_out(rec, _shape(case))[0] for case, rec in recs]
+    outs += [_out(rec, _shape(c["blocks"]))[0] for rec in r.records("blocks", 4)]
     ones = [a is not None and bool(np.allclose(a[:, -1], 1.0, rtol=0, atol=1e-9)) for a in outs]
     if all(ones):
         msg = "The attention weights of every query sum to one."
@@ -272,98 +220,78 @@ def grade(result: dict, seed: int, params: dict) -> list[dict]:
             "is not: the weights exp(s − m) must be divided by their running sum ℓ, and ℓ "
             "rescaled by exp(m_old − m_new) like o (Proposition 2.4)."
         )
-    props.append(prop("attention weights sum to one", 1.0, sum(ones) / len(ones), msg))
+    return sum(ones) / len(ones), msg
 
-    # 3. the same result for any block size, against the student's own block = n
-    case = c["blocks"]
-    n = case["k"].shape[0]
-    ref, why = _usable(block_recs[0], _shape(case))
+
+@check("independent of the block size", 2.0)
+def block_size(r: Result, c: dict):
+    """The same result for any block size, against the student's own block = n."""
+    case, recs = c["blocks"], r.records("blocks", 4)
+    n, blocks = case["k"].shape[0], case["blocks"]
+    ref, why = _usable(recs[0], _shape(case))
     if ref is None:
-        props.append(
-            prop(
-                "independent of the block size",
-                2.0,
-                0,
-                f"Cannot tell: with one block of all n = {n} keys your function gives no usable "
-                f"result ({why}).",
-            )
+        return 0, (
+            f"Cannot tell: with one block of all n = {n} keys your function gives no usable "
+            f"result ({why})."
+        )
+    bad = []
+    for b, rec in zip(blocks[1:], recs[1:], strict=True):
+        a, why = _out(rec, _shape(case))
+        if not close(a, ref, RTOL, ATOL):
+            bad.append((b, why))
+    if not bad:
+        return 1.0, (
+            f"Blocks of 1, {blocks[2]} and {blocks[3]} keys give the result of one block "
+            f"of n = {n}."
+        )
+    listed = ", ".join(f"block = {b}" + (f" ({why})" if why else "") for b, why in bad)
+    verb = "gives" if len(bad) == 1 else "give"
+    msg = f"With n = {n} keys, {listed} {verb} another result than one block of all keys."
+    if [b for b, _ in bad] == [blocks[3]]:
+        msg += (
+            " Only the block size that does not divide n fails: keep the last, shorter "
+            "block (range(0, n, block) and k[j : j + block])."
         )
     else:
-        bad, blocks = [], case["blocks"]
-        for b, rec in zip(blocks[1:], block_recs[1:], strict=True):
-            a, why = _out(rec, _shape(case))
-            if not _close(a, ref):
-                bad.append((b, why))
-        if not bad:
-            msg = (
-                f"Blocks of 1, {blocks[2]} and {blocks[3]} keys give the result of one block "
-                f"of n = {n}."
-            )
-        else:
-            listed = ", ".join(f"block = {b}" + (f" ({why})" if why else "") for b, why in bad)
-            verb = "gives" if len(bad) == 1 else "give"
-            msg = f"With n = {n} keys, {listed} {verb} another result than one block of all keys."
-            if [b for b, _ in bad] == [blocks[3]]:
-                msg += (
-                    " Only the block size that does not divide n fails: keep the last, shorter "
-                    "block (range(0, n, block) and k[j : j + block])."
-                )
-            else:
-                msg += (
-                    " When a block raises the maximum from m_old to m_new, what ℓ and o summed "
-                    "under m_old must be multiplied by exp(m_old − m_new) (Proposition 2.4)."
-                )
-        props.append(prop("independent of the block size", 2.0, 1 - len(bad) / 3, msg))
+        msg += (
+            " When a block raises the maximum from m_old to m_new, what ℓ and o summed "
+            "under m_old must be multiplied by exp(m_old − m_new) (Proposition 2.4)."
+        )
+    return 1 - len(bad) / 3, msg
 
-    # 4. scores of ±1e4: finite, and what the same inputs give without the shift
-    base, why = _usable(r.get("base"), _shape(c["base"]))
+
+@check("stable with scores of ±10⁴", 2.0)
+def stable(r: Result, c: dict):
+    """Scores of ±1e4: finite, and what the same inputs give without the shift."""
+    base, why = _usable(r.record("base"), _shape(c["base"]))
     if base is None:
-        props.append(
-            prop(
-                "stable with scores of ±10⁴",
-                2.0,
-                0,
-                f"Cannot tell: on the unshifted inputs of this test your function gives no "
-                f"usable result ({why}).",
-            )
+        return 0, (
+            f"Cannot tell: on the unshifted inputs of this test your function gives no "
+            f"usable result ({why})."
         )
-    else:
-        a, why = _out(r.get("shifted"), _shape(c["base"]))
-        ok = _close(a, attention(c["base"])) or _close(a, base)
-        if ok:
-            msg = "Scores of ±10⁴ give a finite result, the same as without the shift."
-        elif a is None and "not finite" in why:
-            msg = (
-                "With scores of about ±10⁴ your result is not finite: exp(10⁴) overflows and "
-                "exp(−10⁴) underflows to 0. Subtract the running maximum m before taking exp, "
-                "and start m at −∞ (not 0), so that exp(s − m) ≤ 1 and ℓ ≥ 1 (Proposition 2.4)."
-            )
-        else:
-            msg = (
-                f"Adding a constant of about ±10⁴ to each query's scores changes your result "
-                f"({why or 'it differs from the unshifted one'}), although softmax is invariant "
-                "to it: compute exp(s − m) with the running maximum m (Proposition 2.4)."
-            )
-        props.append(prop("stable with scores of ±10⁴", 2.0, ok, msg))
-
-    # 5. never the n × n matrix: the memory of the student's process, measured from outside
-    props.append(prop("never materialises the n × n score matrix", 2.0, *_memory(r, c, all(oks))))
-    return props
+    a, why = _out(r.record("shifted"), _shape(c["base"]))
+    if close(a, attention(c["base"]), RTOL, ATOL) or close(a, base, RTOL, ATOL):
+        return True, "Scores of ±10⁴ give a finite result, the same as without the shift."
+    if a is None and "not finite" in why:
+        return False, (
+            "With scores of about ±10⁴ your result is not finite: exp(10⁴) overflows and "
+            "exp(−10⁴) underflows to 0. Subtract the running maximum m before taking exp, "
+            "and start m at −∞ (not 0), so that exp(s − m) ≤ 1 and ℓ ≥ 1 (Proposition 2.4)."
+        )
+    return False, (
+        f"Adding a constant of about ±10⁴ to each query's scores changes your result "
+        f"({why or 'it differs from the unshifted one'}), although softmax is invariant "
+        "to it: compute exp(s − m) with the running maximum m (Proposition 2.4)."
+    )
 
 
-def _sampled(rec, case: dict) -> tuple[np.ndarray | None, str]:
+def _sampled(mem: Result, case: dict) -> tuple[np.ndarray | None, str]:
     """The memory call's sampled rows as an array, or None and why not."""
-    from autograder.checktools import matrix
-
-    m, dv = _shape(case)
-    if not isinstance(rec, dict):
-        return None, "no result"
-    if rec.get("error"):
-        return None, str(rec["error"])
-    if rec.get("shape") != [m, dv]:
-        return None, f"the result has shape {rec.get('shape')}, expected (m, d_v) = {(m, dv)}"
-    a = matrix(rec.get("rows"))
-    if a is None or a.shape != (len(case["rows"]), dv) or rec.get("finite") is not True:
+    rec, shape = mem.record("call"), _shape(case)
+    if not rec.ok or _shape_note(rec, shape):
+        return None, rec.error or _shape_note(rec, shape)
+    a = mem.record("rows").array((len(case["rows"]), shape[1]))
+    if a is None or mem.get("finite") is not True:
         return None, "the result is not a finite matrix of numbers"
     if np.allclose(a, a[:1], rtol=0, atol=1e-12):
         return None, "every row of the result is the same: it does not depend on the queries"
@@ -377,25 +305,25 @@ def _same_for_every_block(records: list, case: dict) -> bool:
     return all(a is not None for a in outs) and all(np.array_equal(a, outs[0]) for a in outs)
 
 
-def _memory(r: dict, c: dict, value_ok: bool) -> tuple[float, str]:
-    """(score, message) of the memory property."""
-    rec = r.get("memory") if isinstance(r.get("memory"), dict) else {}
-    mem = c["memory"]
-    (m, d), n = mem["q"].shape, mem["k"].shape[0]
+@check("never materialises the n × n score matrix", 2.0)
+def memory(r: Result, c: dict, value_ok: bool):
+    """The memory of the student's process, measured from outside."""
+    mem, case = r.part("memory"), c["memory"]
+    (m, d), n = case["q"].shape, case["k"].shape[0]
     matrix_bytes = 8 * m * n  # the float64 m × n scores
-    where = f"m = {m}, n = {n}, d = {d}, block = {mem['block']}"
-    a, why = _sampled(rec, mem)
+    where = f"m = {m}, n = {n}, d = {d}, block = {case['block']}"
+    a, why = _sampled(mem, case)
     if a is not None and value_ok:
-        exp = attention(dict(mem, q=mem["q"][mem["rows"]]))
-        if not _close(a, exp):
+        exp = attention(dict(case, q=case["q"][case["rows"]]))
+        if not close(a, exp, RTOL, ATOL):
             err = float(np.max(np.abs(a - exp)) / np.max(np.abs(exp)))
             a = None
             why = f"off by a relative error of {err:.2g}, though right on the small inputs"
     if a is None:
         return 0, f"Cannot tell: at {where} your function gives no usable result ({why})."
-    peak = rec.get("peak_bytes")
+    peak = mem.get("peak_bytes")
     if type(peak) is not int:
-        meter = str(rec.get("meter") or "no memory meter")[:300]
+        meter = str(mem.get("meter") or "no memory meter")[:300]
         return 0, f"The sandbox could not measure the memory of your function's process ({meter})."
     # the messages give no measured number: a regrade says the same
     if peak >= matrix_bytes // 2:
@@ -405,9 +333,8 @@ def _memory(r: dict, c: dict, value_ok: bool) -> tuple[float, str]:
             "compute q kᵀ for one block of keys at a time (m × block scores) and fold it into "
             "the running m, ℓ and o, as FlashAttention does (§2.3, Proposition 2.4)."
         )
-    case = c["blocks"]
-    if _same_for_every_block(_list(r.get("blocks"), 4), case):
-        b = case["blocks"]
+    if _same_for_every_block(r.records("blocks", 4), c["blocks"]):
+        b = c["blocks"]["blocks"]
         return 0, (
             f"With n = {b[0]} keys your function gives the same result, bit for bit, for blocks "
             f"of {b[1]}, {b[2]}, {b[3]} and {b[0]} keys: the blocks change nothing, as in a "
@@ -418,3 +345,11 @@ def _memory(r: dict, c: dict, value_ok: bool) -> tuple[float, str]:
         f"At {where} the memory of your function's process grew during the call by less than "
         f"half the {m} × {n} score matrix ({matrix_bytes / 2e6:.1f} MB): it is never formed."
     )
+
+
+def grade(result: dict, seed: int, params: dict) -> list[Property]:
+    """Score the outputs against softmax(q kᵀ/√d) v and against the student's own outputs."""
+    r, c = Result(result), cases(seed)
+    first = value(r, c)
+    rest = [weights(r, c), block_size(r, c), stable(r, c), memory(r, c, first.score == 1)]
+    return [first, *rest]
