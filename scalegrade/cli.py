@@ -848,6 +848,7 @@ def _grade_nbgrader(course: Path, name: str, **opts: Any) -> None:
 def _dask_runner(scheduler: str, sandbox_args: dict):
     """Connect to the Dask scheduler; each worker builds the same sandbox."""
     from autograder.distributed import DaskRunner, SandboxSpec
+
     from autograder.sandbox import SandboxError
 
     try:
@@ -863,8 +864,9 @@ def _dask_runner(scheduler: str, sandbox_args: dict):
 
 def _service_runner(socket_path: Path, sandbox_args: dict, preload):
     """The warm sandbox service at ``socket_path``, checked against this command's sandbox."""
-    from autograder.sandbox import SandboxError
     from autograder.service import ServiceRunner
+
+    from autograder.sandbox import SandboxError
 
     if sandbox_args["backend"] != "auto" or sandbox_args["image"]:
         fail("--executor service runs the service's own sandbox: give --sandbox and --image "
@@ -1033,8 +1035,9 @@ def sandbox_serve(socket_path: Path, backend: str, hide: tuple[Path, ...], **opt
     import signal
     import threading
 
-    from autograder.sandbox import Sandbox, SandboxError
     from autograder.service import serve
+
+    from autograder.sandbox import Sandbox, SandboxError
 
     try:
         sandbox = Sandbox(
