@@ -33,7 +33,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from autograder import wire
 from autograder.checklib import Property
 
 Grade = Callable[[Any, int, dict], list[dict]]
@@ -171,10 +170,8 @@ def local_student(fn: Callable, name: str | None = None):
     (:class:`prober.Student`): the harness's server answers in a thread, over a socket
     pair, so arguments, results, callbacks and lent modules cross the same wire as a
     student's.  For tests and authors; never for a student's code."""
-    from autograder import harness, prober
+    from autograder.sandbox.inside import harness, prober
 
-    harness.wire = harness.wire or wire
-    prober.wire = prober.wire or wire
     name = name or getattr(fn, "__name__", "student")
     ns = dict(getattr(fn, "__globals__", {}))  # its siblings, as a notebook defines them
     ns[name] = fn
@@ -186,7 +183,7 @@ def probe_locally(checks: Checks, student_fn: Callable, seed: int, params: dict)
     (records included, through the probe process's own conversion, then JSON).  A probe
     written for the probe process (``ISOLATED``) gets the function behind
     :func:`local_student`.  For tests and authors: never on a student's code."""
-    from autograder import prober
+    from autograder.sandbox.inside import prober
 
     isolated = getattr(checks.module, "ISOLATED", False)
     student = local_student(student_fn) if isolated else student_fn

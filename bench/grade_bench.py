@@ -125,11 +125,11 @@ class Peak:
     single process's peak RSS (getrusage of the children)."""
 
     def __init__(self) -> None:
-        from autograder import executor
+        from autograder.sandbox.inside import memory
 
         self.folder = None
         try:
-            version, own, _ = executor._grader_memory_cgroup()
+            version, own, _ = memory._grader_memory_cgroup()
             folder = Path(own) / f"scalegrade-bench-{os.getpid()}"
             folder.mkdir()
             self.folder, self.version = folder, version

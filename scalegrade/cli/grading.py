@@ -232,8 +232,8 @@ def _grade_nbgrader(course: Path, name: str, **opts: Any) -> None:
 
 def _dask_runner(scheduler: str, sandbox_args: dict):
     """Connect to the Dask scheduler; each worker builds the same sandbox."""
-    from autograder.distributed import DaskRunner, SandboxSpec
     from autograder.sandbox import SandboxError
+    from autograder.sandbox.distributed import DaskRunner, SandboxSpec
 
     try:
         runner = DaskRunner.connect(scheduler, SandboxSpec(**sandbox_args))
@@ -249,7 +249,7 @@ def _dask_runner(scheduler: str, sandbox_args: dict):
 def _service_runner(socket_path: Path, sandbox_args: dict, preload):
     """The warm sandbox service at ``socket_path``, checked against this command's sandbox."""
     from autograder.sandbox import SandboxError
-    from autograder.service import ServiceRunner
+    from autograder.sandbox.service import ServiceRunner
 
     if sandbox_args["backend"] != "auto" or sandbox_args["image"]:
         fail("--executor service runs the service's own sandbox: give --sandbox and --image "
@@ -411,7 +411,7 @@ def sandbox_serve(socket_path: Path, backend: str, hide: tuple[Path, ...], **opt
     import threading
 
     from autograder.sandbox import Sandbox, SandboxError
-    from autograder.service import serve
+    from autograder.sandbox.service import serve
 
     try:
         sandbox = Sandbox(

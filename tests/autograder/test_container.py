@@ -20,10 +20,11 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from autograder import sandbox as sandbox_module
 from autograder.batch import grade_batch
 from autograder.keys import Keys
-from autograder.sandbox import CONTAINER_HOST_UID, Limits, Sandbox, SandboxError
+from autograder.sandbox import Limits, Sandbox, SandboxError
+from autograder.sandbox import box as sandbox_module
+from autograder.sandbox.container import CONTAINER_HOST_UID
 from generator import bank
 from generator.release import release
 from generator.roster import parse
@@ -237,9 +238,9 @@ def test_the_container_measures_memory_in_a_cgroup_the_grader_gave_it(image):
     """As on the host, the probe process reads a peak that only it holds: the grader makes
     a memory cgroup for the container (cgroup v1, as root), gives it to the container's
     root, and removes it with the container; without one, the sandbox says why."""
-    from autograder import executor
+    from autograder.sandbox.inside import memory
 
-    version = executor._grader_memory_cgroup()[0] if os.geteuid() == 0 else None
+    version = memory._grader_memory_cgroup()[0] if os.geteuid() == 0 else None
     with Sandbox(backend="docker", image=image, limits=Limits(wall_seconds=60)) as box:
         folder = box._state.executors[0].cgroup
         memory = box.memory

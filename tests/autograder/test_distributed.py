@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 from distributed import Client, LocalCluster
 
-from autograder.distributed import DaskRunner, SandboxSpec, run_submission
 from autograder.sandbox import Limits, Plan
+from autograder.sandbox.distributed import DaskRunner, SandboxSpec, run_submission
 from scalegrade.cli import main
 from tests.autograder.demo_course import HONEST, PICKED, grade_cli, picked_course
 
@@ -83,7 +83,7 @@ def test_a_worker_runs_the_task_in_its_own_sandbox(course, cluster, tmp_path):
         future = client.submit(run_submission, runner.plugin, "x.ipynb", b"{}", Plan(()))
         with pytest.raises(KeyError):  # the batch is over: its sandboxes are gone
             future.result()
-    assert run_submission.__module__ == "autograder.distributed"
+    assert run_submission.__module__ == "autograder.sandbox.distributed"
 
 
 def test_the_dask_executor_needs_a_scheduler(course):

@@ -16,21 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from autograder import sandbox as sandbox_module
-from autograder.sandbox import (
+from autograder.sandbox import Container, Engine, Limits, Sandbox, SandboxError, find_engine
+from autograder.sandbox import container as sandbox_module
+from autograder.sandbox.container import (
     CONTAINER_HOST_UID,
     CONTAINER_UIDS,
     CONTAINER_ZYGOTE_BYTES,
-    UID_BASE,
-    UID_SLOTS,
-    Container,
-    Engine,
-    Limits,
-    Sandbox,
-    SandboxError,
     container_command,
-    find_engine,
 )
+from autograder.sandbox.inside import UID_BASE, UID_SLOTS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = Engine("docker")  # its daemon's default: the container's root is the host's
@@ -48,12 +42,12 @@ LIMITS = Limits(
 def test_the_container_command_is_exactly_the_isolated_warm_executor():
     control = Path("/tmp/scalegrade-sandbox-x/0123abcd")
     here = Path("/srv/scalegrade/autograder")
+    folders = (here / "sandbox" / "inside", here / "checklib")
     box = Container("scalegrade/grader:cuda", DOCKER, LIMITS, gpus="all", jobs=2)
-    argv = container_command(box, name="sg-1", control=control, here=here)
+    argv = container_command(box, name="sg-1", control=control, code=folders)
     memory = 2 * (2 << 30) + CONTAINER_ZYGOTE_BYTES  # two submissions' limits + the zygote
     scratch = 2 * (32 << 20) + (64 << 20)  # 4 x file_bytes each
-    code = [f"{here}/{name}:/opt/scalegrade/{name}:ro"
-            for name in ("executor.py", "harness.py", "prober.py", "wire.py")]  # fmt: skip
+    code = [f"{folder}:/opt/scalegrade/{folder.name}:ro" for folder in folders]
     # fmt: off
     assert argv[:argv.index("--env")] == [
         "docker", "run", "--rm",
@@ -72,14 +66,14 @@ def test_the_container_command_is_exactly_the_isolated_warm_executor():
         "--ulimit", "nofile=1024:1024",
         "--ulimit", "core=0:0",
         "--volume", f"{control}:/run/scalegrade:ro",  # the grader's socket
-        "--volume", code[0], "--volume", code[1], "--volume", code[2], "--volume", code[3],
+        "--volume", code[0], "--volume", code[1],
     ]
     env = [argv[i + 1] for i, a in enumerate(argv) if a == "--env"]
     assert "OPENBLAS_NUM_THREADS=1" in env and not [e for e in env if e.startswith("PATH=")]
     assert argv[-9:] == [
         "--gpus", "all",
         "scalegrade/grader:cuda", "python3", "-s", "-P", "-B",
-        "/opt/scalegrade/executor.py", "/run/scalegrade/sock",
+        "/opt/scalegrade/inside/__main__.py", "/run/scalegrade/sock",
     ]
     # fmt: on
 

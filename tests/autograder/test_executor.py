@@ -1,4 +1,4 @@
-"""The executor's memory cgroups, for real (executor.py, "memory, from outside"): one per
+"""The executor's memory cgroups, for real (inside/memory.py): one per
 job, holding the student's process S and every process it starts, never the probe process
 P; P alone resets and reads its peak (``prober.Student.measured``); nothing is left behind
 after the job, the sandbox, or a grader that died.  Where no cgroup can be made, P falls
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import executor
 from autograder.sandbox import Limits, Plan, Probe, Sandbox, namespaces_available
+from autograder.sandbox.inside import jobs, memory
 from tests.autograder.test_sandbox import notebook
 
 ROOT = os.geteuid() == 0
@@ -208,11 +208,11 @@ def test_no_cgroup_is_left_behind_by_the_sandbox_or_a_grader_that_died(tmp_path)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     try:
-        version, own, mount = executor._grader_memory_cgroup()
-        parent = own if version == 1 else executor._Memory._v2_parent(own, mount)
+        version, own, mount = memory._grader_memory_cgroup()
+        parent = own if version == 1 else memory.Memory._v2_parent(own, mount)
     except OSError as err:
         pytest.skip(f"no memory cgroup here: {err}")
-    stale = Path(parent) / f"{executor.CGROUP_PREFIX}{dead.pid}"  # a grader that died mid-job
+    stale = Path(parent) / f"{memory.CGROUP_PREFIX}{dead.pid}"  # a grader that died mid-job
     try:
         (stale / "job-3").mkdir(parents=True)
     except OSError as err:
@@ -256,7 +256,7 @@ def test_a_read_only_cgroupfs_degrades_to_vmhwm(tmp_path):
     """A grader where the memory cgroup cannot be made (here: its mount read-only, as in a
     container) still grades: the executor says why, and P falls back to VmHWM."""
     try:
-        _, _, mount = executor._grader_memory_cgroup()
+        _, _, mount = memory._grader_memory_cgroup()
     except OSError as err:
         pytest.skip(f"no memory cgroup here: {err}")
     script = textwrap.dedent(
@@ -264,12 +264,12 @@ def test_a_read_only_cgroupfs_degrades_to_vmhwm(tmp_path):
         import json, sys
         from pathlib import Path
         sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
-        from autograder import executor
+        from autograder.sandbox.inside import linux
         from tests.autograder import test_executor as t
-        executor.unshare(executor.CLONE_NEWNS)
-        executor.mount(None, "/", None, executor.MS_REC | executor.MS_PRIVATE, None)
-        flags = executor.MS_REMOUNT | executor.MS_BIND | executor.MS_RDONLY
-        executor.mount(None, {mount!r}, None, flags, None)
+        linux.unshare(linux.CLONE_NEWNS)
+        linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE, None)
+        flags = linux.MS_REMOUNT | linux.MS_BIND | linux.MS_RDONLY
+        linux.mount(None, {mount!r}, None, flags, None)
         with t._sandbox({BACKENDS[-1]!r}) as box:
             got = t._measure(box, Path({str(tmp_path)!r}), ["array"])
             print(json.dumps({{"memory": box.memory, "got": got}}))
@@ -307,13 +307,13 @@ def _waits(pidfd: bool) -> None:
         os.pidfd_open = refused
     pid = _child(0.2)
     start = time.monotonic()
-    done, status = executor._waitpid_timeout(5.0, pid)
+    done, status = jobs._waitpid_timeout(5.0, pid)
     assert done == pid and os.waitstatus_to_exitcode(status) == 7
     assert time.monotonic() - start < 2.0
     pid = _child(30.0)
     start = time.monotonic()
     try:
-        assert executor._waitpid_timeout(0.1, pid) == (0, 0)
+        assert jobs._waitpid_timeout(0.1, pid) == (0, 0)
         assert 0.1 <= time.monotonic() - start < 2.0
     finally:
         os.kill(pid, 9)
@@ -322,7 +322,7 @@ def _waits(pidfd: bool) -> None:
 
 @pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polled"])
 def test_waiting_with_a_timeout_returns_as_the_child_ends_or_empty_at_the_timeout(pidfd):
-    """The job's init waits out the student's grace so (executor._wait_pair): woken by the
+    """The job's init waits out the student's grace so (jobs._wait_pair): woken by the
     child's end, through its pidfd where the kernel has them, else by polling."""
     import traceback
 

@@ -781,7 +781,7 @@ def test_a_gloo_start_failure_is_the_machines_only_when_the_probe_process_fails_
     """The honest broken machine stays apart: P's own group fails too, and the rank's
     NotStarted is kept (the check then gives the property weight 0).  When P's own group
     forms, or its test cannot tell, the rank's word is the student's failure."""
-    from autograder import prober
+    from autograder.sandbox.inside import prober
 
     told = prober.NotStarted("RuntimeError: Connection refused")
     outcomes = [[told, told, ValueError("the student's own")]]

@@ -20,19 +20,9 @@ import pytest
 from autograder.batch import grade_batch, publish
 from autograder.gradebook import Gradebook
 from autograder.keys import Keys
-from autograder.sandbox import (
-    MAX_ERROR_CHARS,
-    MAX_STRING_CHARS,
-    MAX_TYPE_CHARS,
-    HarvestError,
-    Limits,
-    Plan,
-    Probe,
-    Sandbox,
-    _Capture,
-    check_harvest,
-    clean_text,
-)
+from autograder.sandbox import HarvestError, Limits, Plan, Probe, Sandbox, check_harvest, clean_text
+from autograder.sandbox.box import _Capture
+from autograder.sandbox.harvest import MAX_ERROR_CHARS, MAX_STRING_CHARS, MAX_TYPE_CHARS
 from autograder.submission import released_to, written_answers
 from tests.autograder.demo_course import release_hw1
 

@@ -9,7 +9,8 @@ import shutil
 import pytest
 
 from autograder.keys import Keys, probe_seed
-from autograder.sandbox import Limits, Sandbox, _plan_request
+from autograder.sandbox import Limits, Sandbox
+from autograder.sandbox.box import _plan_request
 from autograder.submission import grade_one
 from contract import KeyFileError
 from generator.bank import Bank

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder import wire
 from autograder.checklib import Record
 from autograder.sandbox import Limits, Plan, Probe, Sandbox, namespaces_available
+from autograder.sandbox.inside import wire
 from tests.autograder.test_sandbox import notebook
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -249,9 +249,7 @@ def probe(student, seed, params):
 """
 
 
-def test_the_probe_process_serves_the_authors_library_and_records_cross_as_data(
-    sandbox, tmp_path
-):
+def test_the_probe_process_serves_the_authors_library_and_records_cross_as_data(sandbox, tmp_path):
     """``from autograder.checklib import ...`` works in P, where the rest of the project is
     hidden; a Record in the probe's result reaches the grader as plain data."""
     cells = "def double(x, counter):\n    return 2 * x\nq1_found = 1"
@@ -278,8 +276,8 @@ def test_the_grader_compiles_the_checks_once_and_the_probe_process_runs_that_cod
     """prober.compiled, in the grader (sandbox._compiled: once per source and probe); in
     P, prober._code runs that code object where it is this interpreter's bytecode for this
     very probe, and compiles the source otherwise."""
-    from autograder import prober
-    from autograder.sandbox import _compiled
+    from autograder.sandbox.box import _compiled
+    from autograder.sandbox.inside import prober
 
     source = "def probe(student, seed, params):\n    return 'source'\n"
     graders = "def probe(student, seed, params):\n    return 'compiled'\n"
@@ -514,7 +512,7 @@ def test_a_run_whose_rank_ended_leaves_no_ranks_to_the_next_check(sandbox, tmp_p
 
 
 def test_rounds_need_a_call_in_each_and_gloo_every_rank_in_each():
-    from autograder import prober
+    from autograder.sandbox.inside import prober
 
     with pytest.raises(ValueError, match="one call per rank of its group"):
         prober.Student(None, "who").rounds([[(0,), (1,)], [(0,)]], gloo=True)
@@ -527,7 +525,7 @@ def test_rounds_need_a_call_in_each_and_gloo_every_rank_in_each():
 GLOO_STORE = """
 import sys
 sys.path.insert(0, {root!r})
-from autograder import harness, wire
+from autograder.sandbox.inside import harness, wire
 harness.wire = wire
 store = harness._gloo_store()
 if isinstance(store, str):

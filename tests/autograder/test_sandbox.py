@@ -20,9 +20,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import harness
 from autograder.sandbox import (
-    UID_BASE,
     HarvestError,
     Limits,
     Plan,
@@ -31,6 +29,7 @@ from autograder.sandbox import (
     check_harvest,
     namespaces_available,
 )
+from autograder.sandbox.inside import UID_BASE, harness
 from tests.autograder import cheats
 
 NAMESPACES = namespaces_available()

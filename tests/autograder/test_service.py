@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from autograder import service, wire
-from autograder.sandbox import Limits, Plan, Probe, Sandbox, SandboxError
-from autograder.service import ServiceRunner, plan_from_json, plan_to_json, serve
+from autograder.sandbox import Limits, Plan, Probe, Sandbox, SandboxError, service
+from autograder.sandbox.inside import wire
+from autograder.sandbox.service import ServiceRunner, plan_from_json, plan_to_json, serve
 from scalegrade.cli import main
 from tests.autograder.demo_course import HONEST, PICKED, grade_cli, picked_course
 

@@ -75,6 +75,6 @@ def student_for(module, fn):
 def probed(module, fn, seed: int, params: dict | None = None):
     """A checks module's probe() of ``fn``, as the probe process hands it back: plain
     data, its records converted (``prober._plain``)."""
-    from autograder.prober import _plain
+    from autograder.sandbox.inside.prober import _plain
 
     return _plain(module.probe(student_for(module, fn), seed, params or {}))

@@ -11,7 +11,7 @@ every call of it comes back here (a ring's ``comm.send_recv``, a gradient oracle
 probe counts and logs it.  Everything S sends is hostile: capped, schema-checked, and
 under a deadline.
 
-Loaded by path by the executor (never from the ``autograder`` package), like the harness.
+Part of the jail's package (:mod:`autograder.sandbox.inside`), like the harness.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ import traceback
 import types
 from typing import NamedTuple
 
-wire = None  # the wire module, set by the executor (loaded by path too)
+from . import wire
+
 LIBRARY = "autograder.checklib"  # the authors' library, the one package a probe imports
 library: dict[
     str, str
@@ -1168,6 +1169,13 @@ class _Library(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return
         sub = module.__name__.removeprefix(LIBRARY).lstrip(".") or "__init__"
         exec(compile(library[sub], f"<checklib {sub}>", "exec"), module.__dict__)  # noqa: S102
+
+
+def serve_library(sources: dict[str, str]) -> None:
+    """Keep the authors' library's sources, which the executor read before the mounts hid
+    the project, for the probe process to import (:func:`install_library`)."""
+    library.clear()
+    library.update(sources)
 
 
 def install_library() -> None:

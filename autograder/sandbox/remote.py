@@ -1,5 +1,5 @@
 """A Sandbox's ``run(notebook, plan) -> Outcome`` done somewhere else: a Dask worker
-(:mod:`autograder.distributed`) or a warm sandbox service (:mod:`autograder.service`).
+(:mod:`.distributed`) or a warm sandbox service (:mod:`.service`).
 
 The notebook's bytes and the plan go out, the Outcome comes back; a notebook that cannot
 be read, or a runner that cannot run it, is that submission's error, never the batch's.

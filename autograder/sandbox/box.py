@@ -1,8 +1,8 @@
 """Run untrusted student notebooks; get back plain, schema-checked data.
 
-The rule (DESIGN.md, "Grading without trusting the student"): student code runs only
+The rule (docs/security.md, "The rule"): student code runs only
 here, and only plain data comes back.  This module is the trusted side: it starts the
-warm executor (``executor.py``), hands it one submission at a time, enforces the wall
+warm executor (:mod:`.inside`), hands it one submission at a time, enforces the wall
 timeout, caps what comes back and checks the harvest's schema.  It never imports,
 unpickles or calls anything the student wrote; it only parses JSON.
 
@@ -34,10 +34,8 @@ import io
 import itertools
 import json
 import logging
-import math
 import os
 import queue
-import re
 import select
 import selectors
 import shutil
@@ -54,102 +52,31 @@ import tokenize
 import uuid
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from .container import (
+    CHECKLIB,
+    CONTAINER_CGROUP,
+    CONTAINER_CODE,
+    CONTAINER_HOST_UID,
+    CONTAINER_START_SECONDS,
+    EXECUTOR,
+    Container,
+    container_command,
+    executor_env,
+    find_engine,
+    uid_map,
+)
+from .harvest import MAX_ERROR_CHARS, check_harvest, clean_text, probe_results
+from .inside import PROBE_UID_OFFSET, UID_BASE, UID_SLOTS
+from .inside.memory import MEMORY_METERS
+from .plan import HarvestError, Limits, Outcome, Plan, Probe, SandboxError
 
 log = logging.getLogger(__name__)
 
-HERE = Path(__file__).resolve().parent
-PROJECT_ROOT = HERE.parent
-HARNESS = HERE / "harness.py"
-EXECUTOR = HERE / "executor.py"
-PROBER = HERE / "prober.py"
-WIRE = HERE / "wire.py"
-CHECKLIB = HERE / "checklib"  # the authors' library, served to the probe process
-
-UID_BASE = 61000  # student code runs as UID_BASE + slot, one slot per concurrent run
-UID_SLOTS = 1000
-PROBE_UID_OFFSET = UID_SLOTS  # the probe process runs as uid + this (executor.PROBE_UID_OFFSET)
-GRACE_SECONDS = 10.0  # past the wall limit, before the grader stops waiting for a job
-DRAIN_SECONDS = 1.0  # after the job's end, for output still in the pipes
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXIT_SETUP_FAILED = 125
 SETUP_TIMEOUT = 120.0
-CONTAINER_START_SECONDS = 240.0  # podman's first start with a uid map copies the image
-# A warm grading container (container_command): where it finds the sandbox's code and the
-# grader's control socket; the capabilities its executor keeps, to set up each child and
-# drop it to a slot's uid (and SYS_ADMIN for the child's namespaces, where the container's
-# root is nobody on the host); the memory of its executor beside the jobs' limits; and, as
-# root with podman, the host uids its own uids 0 .. CONTAINER_UIDS map onto.
-CONTAINER_CODE = "/opt/scalegrade"
-CONTAINER_CONTROL = "/run/scalegrade"
-CONTAINER_CGROUP = "/cgroup"  # the memory cgroup the grader gives the container, bound in
-CONTAINER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID")
-CONTAINER_ZYGOTE_BYTES = 2 << 30
-CONTAINER_HOST_UID = 2_000_000_000
-CONTAINER_UIDS = UID_BASE + 2 * UID_SLOTS  # the slots' uids and their probes'
-PODMAN_ARGS_ENV = "SCALEGRADE_PODMAN_ARGS"
-PODMAN_NPROC = 4096  # per uid on the host: --pids-limit bounds each container
-ENGINES = ("auto", "docker", "podman")
-
-
-@dataclass(frozen=True)
-class Engine:
-    """A container engine's command: its binary and the global flags before ``run``;
-    ``maps_uids``: whether a container's root is an unprivileged uid on the host (podman;
-    docker only with a userns-remap or rootless daemon)."""
-
-    name: str  # docker | podman
-    args: tuple[str, ...] = ()
-    maps_uids: bool = False
-
-    @property
-    def command(self) -> list[str]:
-        return [self.name, *self.args]
-
-
-def find_engine(choice: str = "auto") -> Engine:
-    """The container engine to run submissions with: ``docker`` when its daemon answers,
-    else ``podman`` (daemonless), or the one asked for; a sentence when there is none."""
-    import shlex
-
-    if choice not in ENGINES:
-        raise SandboxError(f"unknown container engine {choice!r} (one of {', '.join(ENGINES)})")
-    podman = Engine("podman", tuple(shlex.split(os.environ.get(PODMAN_ARGS_ENV, ""))), True)
-    docker = None if choice == "podman" else _docker_info()
-    if choice == "podman" or (choice == "auto" and docker is None):
-        if shutil.which("podman") is None:
-            raise SandboxError(
-                "no container engine: docker's daemon does not answer and podman is not "
-                "installed (apt-get install podman, or start docker)"
-                if choice == "auto"
-                else "podman is not installed (apt-get install podman)"
-            )
-        return podman
-    if docker is None:
-        raise SandboxError(
-            "docker is not installed, or its daemon does not answer (start it, or choose "
-            "--engine podman)"
-        )
-    return Engine("docker", maps_uids=any(f"name={o}" in docker for o in ("userns", "rootless")))
-
-
-def _docker_info() -> str | None:
-    """The security options of docker's daemon (userns, rootless, ...), or None where no
-    daemon answers."""
-    if shutil.which("docker") is None:
-        return None
-    try:
-        done = subprocess.run(
-            ["docker", "info", "--format", "{{json .SecurityOptions}}"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout if done.returncode == 0 else None
-
 
 # The child may import these from the warm executor instead of from disk.
 PRELOAD = ("numpy", "numpy.random", "IPython")
@@ -164,219 +91,8 @@ ON_DEMAND: dict[bytes, tuple[str, ...]] = {
     b"utils import checkpoint": ("torch", "torch._dynamo"),
     b"otter.Notebook": ("otter",),  # public checks (generate --otter): 3 s per notebook
 }
-
-
-# How the probe process measures the memory of the student's process (executor.py,
-# "memory, from outside"): "auto", a memory cgroup per job where this grader (root) can make
-# one, else the process's VmHWM; "proc", VmHWM only; "off", no meter.
-MEMORY_METERS = ("auto", "proc", "off")
-
-
-@dataclass(frozen=True)
-class Limits:
-    wall_seconds: float = 60.0  # whole run, then the whole process tree is killed
-    cpu_seconds: int = 60
-    # RLIMIT_AS (torch import needs a few GB of address space), and the limit of the job's
-    # memory cgroup where there is one
-    memory_bytes: int = 6 * 2**30
-    # False: no RLIMIT_AS where the job has a memory cgroup, which then bounds it alone (a
-    # GPU run: CUDA reserves far more address space than it uses); a job without one keeps it
-    address_space: bool = True
-    processes: int = 256  # RLIMIT_NPROC (threads count); student code runs as a non-root uid
-    file_bytes: int = 64 * 2**20  # RLIMIT_FSIZE
-    open_files: int = 256
-    output_bytes: int = 1 * 2**20  # stdout/stderr kept (the rest is dropped, not buffered)
-    harvest_bytes: int = 16 * 2**20
-
-
-@dataclass(frozen=True)
-class Probe:
-    id: str  # the code part's grade id, e.g. "q8-ring"
-    function: str  # name of the student's function in the notebook namespace
-    source: str  # Python source of the question's checks.py (defines probe())
-    seed: int  # grading seed (0 <= seed < 2**63)
-    params: dict  # the student's variant params (plain JSON data)
-    # probe() runs in the probe process, the student's function behind a proxy; False:
-    # in the student's own process, as checks written before the probe process do
-    isolated: bool = False
-    # modules the warm executor imports before the run, once per batch (checks.preloads)
-    preload: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Plan:
-    variables: tuple[str, ...]  # answer variables to read after the cells ran
-    probes: tuple[Probe, ...] = ()
-
-
-@dataclass(frozen=True)
-class Outcome:
-    harvest: dict | None  # plain data, schema-checked; None when the run failed
-    error: str | None  # "timed out after 60 s", "killed by signal 9 (memory?)", ...
-    seconds: float
-    isolation: str  # "namespaces", "process" (fallback) or "docker"
-    log: str  # tail of stdout/stderr, capped
-
-
-class SandboxError(RuntimeError):
-    """The sandbox itself cannot start (not a submission's error)."""
-
-
-class HarvestError(ValueError):
-    """What came back from the sandbox is not a harvest of the expected shape."""
-
-
-# --------------------------------------------------------------------------- harvest schema
-
-MAX_ERROR_CHARS = 2000
-MAX_TYPE_CHARS = 300
-MAX_STRING_CHARS = 1000
-MAX_DEPTH = 40
-NONFINITE = ("nan", "inf", "-inf")
-MAX_KEY_SHOWN = 100  # of a key, in the path a HarvestError names
-_UNSAFE = re.compile(r"[\x00\ud800-\udfff]")
-
-
-def clean_text(text: str) -> str:
-    """``text`` as valid UTF-8 text: each lone surrogate (``json.loads`` makes one of a
-    ``"\\ud800"`` escape) and each NUL replaced by U+FFFD, one character for one, so that
-    caps and lengths stay as they were.  Every string from the sandbox, or from a notebook
-    file, passes here before a verdict, the gradebook, a page or a file can see it."""
-    if text.isascii():
-        return text.replace("\x00", "\ufffd") if "\x00" in text else text
-    return _UNSAFE.sub("\ufffd", text)
-
-
-def _plain(value: Any, where: str, depth: int = 0) -> Any:
-    """A copy of ``value`` if it is JSON data (dict with str keys, list, str, int, float,
-    bool, None) nested at most MAX_DEPTH deep; else HarvestError.  Strings and keys come
-    back cleaned (:func:`clean_text`); two keys that clean to the same text are one key,
-    the later one's value, as ``json.loads`` keeps the last of a repeated key."""
-    if depth > MAX_DEPTH:
-        raise HarvestError(f"{where}: nested deeper than {MAX_DEPTH} levels")
-    t = type(value)
-    if t is str:
-        return clean_text(value)
-    if value is None or t in (bool, int, float):
-        return value
-    if t is list:
-        return [_plain(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
-    if t is dict:
-        out = {}
-        for k, v in value.items():
-            if type(k) is not str:
-                raise HarvestError(f"{where}: a key is not a string")
-            k = clean_text(k)
-            out[k] = _plain(v, f"{where}.{k[:MAX_KEY_SHOWN]}", depth + 1)
-        return out
-    raise HarvestError(f"{where}: {t.__name__} is not plain data")
-
-
-def _text(value: Any, where: str, limit: int) -> str:
-    if type(value) is not str:
-        raise HarvestError(f"{where}: expected a string")
-    if len(value) > limit:
-        raise HarvestError(f"{where}: longer than {limit} characters")
-    return clean_text(value)
-
-
-def _keys(doc: Any, where: str, required: set[str]) -> dict:
-    if type(doc) is not dict:
-        raise HarvestError(f"{where}: expected an object")
-    if set(doc) != required:
-        extra, missing = sorted(set(doc) - required), sorted(required - set(doc))
-        raise HarvestError(f"{where}: keys {extra} unexpected, {missing} missing")
-    return doc
-
-
-def _answer(doc: Any, where: str) -> dict:
-    if type(doc) is not dict or type(doc.get("kind")) is not str:
-        raise HarvestError(f"{where}: expected an object with a 'kind'")
-    kind = doc["kind"]
-    if kind == "number":
-        _keys(doc, where, {"kind", "value"})
-        value = doc["value"]
-        if type(value) is str and value in NONFINITE:
-            return {"kind": "number", "value": value}
-        if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
-            raise HarvestError(f"{where}: a number's value must be a finite number or {NONFINITE}")
-        return {"kind": "number", "value": value}
-    if kind == "string":
-        _keys(doc, where, {"kind", "value"})
-        return {"kind": "string", "value": _text(doc["value"], where, MAX_STRING_CHARS)}
-    if kind == "missing":
-        _keys(doc, where, {"kind"})
-        return {"kind": "missing"}
-    if kind == "unsupported":
-        _keys(doc, where, {"kind", "type"})
-        return {"kind": "unsupported", "type": _text(doc["type"], where, MAX_TYPE_CHARS)}
-    raise HarvestError(f"{where}: unknown kind {kind[:40]!r}")
-
-
-def check_harvest(doc: Any, plan: Plan) -> dict:
-    """A fresh copy of ``doc`` if it is exactly a harvest for ``plan`` (see the brief's
-    schema: cells, answers for every plan variable, results for every probe); else
-    HarvestError naming the first problem."""
-    _keys(doc, "harvest", {"cells", "answers", "probes"})
-    if type(doc["cells"]) is not list:
-        raise HarvestError("harvest.cells: expected a list")
-    cells = []
-    for i, cell in enumerate(doc["cells"]):
-        where = f"harvest.cells[{i}]"
-        _keys(cell, where, {"index", "ok", "error"})
-        if type(cell["index"]) is not int or cell["index"] < 0 or type(cell["ok"]) is not bool:
-            raise HarvestError(f"{where}: index must be a cell number and ok a boolean")
-        error = cell["error"]
-        if cell["ok"] and error is not None:
-            raise HarvestError(f"{where}: an ok cell has no error")
-        if not cell["ok"]:
-            error = _text(error, f"{where}.error", MAX_ERROR_CHARS)
-        cells.append({"index": cell["index"], "ok": cell["ok"], "error": error})
-    _keys(doc["answers"], "harvest.answers", set(plan.variables))
-    answers = {
-        name: _answer(doc["answers"][name], f"harvest.answers.{name}") for name in plan.variables
-    }
-    _keys(doc["probes"], "harvest.probes", {p.id for p in plan.probes})
-    probes = {}
-    for probe in plan.probes:
-        where = f"harvest.probes.{probe.id}"
-        result = doc["probes"][probe.id]
-        if type(result) is dict and result.get("ok") is True:
-            _keys(result, where, {"ok", "result"})
-            probes[probe.id] = {"ok": True, "result": _plain(result["result"], where)}
-        elif type(result) is dict and result.get("ok") is False:
-            # the probe process's word that the checks failed, not the student's code
-            # (prober.checks_fault); a probe run in the student's process cannot say it
-            blamed = probe.isolated and result.get("fault") == "checks"
-            _keys(result, where, {"ok", "error", "fault"} if blamed else {"ok", "error"})
-            probes[probe.id] = {
-                "ok": False,
-                "error": _text(result["error"], f"{where}.error", MAX_ERROR_CHARS),
-                **({"fault": "checks"} if blamed else {}),
-            }
-        else:
-            raise HarvestError(f"{where}: expected {{'ok': true, 'result': ...}} or an error")
-    return {"cells": cells, "answers": answers, "probes": probes}
-
-
-def _probe_results(probed: bytes, ids: list[str]) -> dict:
-    """The probe process's results (``{"probes": {...}}``); each missing one an error.  An
-    error longer than MAX_ERROR_CHARS is cut there: the probe process is the grader's, and
-    its long message must not cost the student the whole harvest (check_harvest cleans)."""
-    missing = {"ok": False, "error": "the probe process ended without a result"}
-    try:
-        doc = json.loads(probed.decode("utf-8")) if probed else {}
-    except (ValueError, RecursionError):
-        doc = {}
-    got = doc.get("probes") if type(doc) is dict else None
-    got = got if type(got) is dict else {}
-    out = {pid: got.get(pid, missing) for pid in ids}
-    for pid, result in out.items():
-        if type(result) is dict and result.get("ok") is False and type(result.get("error")) is str:
-            out[pid] = {**result, "error": result["error"][:MAX_ERROR_CHARS]}
-    return out
-
-
+GRACE_SECONDS = 10.0  # past the wall limit, before the grader stops waiting for a job
+DRAIN_SECONDS = 1.0  # after the job's end, for output still in the pipes
 # --------------------------------------------------------------------------- helpers
 
 
@@ -431,23 +147,6 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
-
-
-def _executor_env() -> dict[str, str]:
-    return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": "/tmp",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        # The executor's heap on transparent huge pages: a fork copies one entry per 2 MiB
-        # instead of 512 (torch loaded: a fork 18 -> 6 ms; the ring's checks fork a dozen
-        # rank processes per submission).  Harmless where THP is off.
-        "PYTHONMALLOC": "malloc",
-        "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
-    }
 
 
 def _keep_paths() -> list[str]:
@@ -508,116 +207,6 @@ def namespaces_available() -> bool:
     return done.returncode == 0
 
 
-@dataclass(frozen=True)
-class Container:
-    """Where a warm executor runs in a grading image (``--sandbox docker``)."""
-
-    image: str
-    engine: Engine
-    limits: Limits
-    gpus: str | None = None
-    jobs: int = 1  # submissions at once: the container's memory, processes and CPUs
-
-
-def container_command(
-    container: Container,
-    *,
-    name: str,
-    control: Path,
-    cgroup: str | None = None,
-    here: Path = HERE,
-) -> list[str]:
-    """The ``docker run`` argv of a warm grading container: the executor (``executor.py``)
-    in the image, serving ``jobs`` submissions at a time, each in a fresh child of its own
-    with the probe process beside it, exactly as on the host.  It connects back to the
-    grader's unix socket in the folder ``control``, bound in read-only.
-
-    The container: no network, a read-only root with a tmpfs /tmp, ``jobs`` submissions'
-    memory, processes and CPUs (each student process has its own rlimits inside), no
-    capabilities but those the executor needs to make a child's namespaces and drop it to
-    a slot's uid, the sandbox's own code mounted read-only (the host's and the container's
-    protocols are one), the GPUs only when asked, and never a pull (a pull mid-batch would
-    time every submission out).  ``cgroup``: a memory cgroup the grader made for the
-    container (``executor.delegate_memory_cgroup``), bound in writable, where the executor
-    makes each job's, so that the probe process reads a peak only it holds, as on the host.
-
-    Where the engine maps the container's uids onto unused host uids (podman: ``--uidmap``;
-    docker with a userns-remap or rootless daemon), the executor runs in its "namespaces"
-    mode as the container's root, who is nobody on the host; otherwise (docker's default,
-    where the container's root is the host's) in its "process" mode, without
-    ``SYS_ADMIN``: each child still has its own uid, rlimits and folder, and the container
-    keeps the network out."""
-    engine, limits, jobs = container.engine, container.limits, max(1, int(container.jobs))
-    scratch = jobs * max(16 << 20, 4 * limits.file_bytes) + (64 << 20)
-    memory = jobs * limits.memory_bytes + CONTAINER_ZYGOTE_BYTES
-    caps = CONTAINER_CAPS + (("NET_ADMIN", "SYS_ADMIN") if engine.maps_uids else ())
-    argv = [
-        *engine.command,
-        "run",
-        "--rm",
-        "--pull",
-        "never",
-        "--name",
-        name,
-        "--network",
-        "none",
-        "--memory",
-        str(memory),
-        "--memory-swap",
-        str(memory),
-        "--cpus",
-        str(jobs),
-        "--pids-limit",
-        str(jobs * (limits.processes + 8) + 64),
-        "--read-only",
-        "--tmpfs",
-        f"/tmp:rw,nosuid,nodev,size={scratch},mode=1777",
-        "--user",
-        "0:0",
-        *_uid_map(engine),
-        "--cap-drop",
-        "ALL",
-        "--cap-add",
-        ",".join(sorted(caps)),
-        "--security-opt",
-        "no-new-privileges",
-        "--ulimit",
-        "nofile=1024:1024",
-        "--ulimit",
-        "core=0:0",
-        *(("--ulimit", f"nproc={PODMAN_NPROC}:{PODMAN_NPROC}") if engine.name == "podman" else ()),
-        "--volume",
-        f"{control}:{CONTAINER_CONTROL}:ro",
-        *(("--volume", f"{cgroup}:{CONTAINER_CGROUP}:rw") if cgroup else ()),
-    ]
-    for path in (EXECUTOR, HARNESS, PROBER, WIRE, CHECKLIB):
-        argv += ["--volume", f"{here / path.name}:{CONTAINER_CODE}/{path.name}:ro"]
-    for key, value in _executor_env().items():
-        if key != "PATH":  # the image's: its python3 is the one with the grader's packages
-            argv += ["--env", f"{key}={value}"]
-    if container.gpus:
-        argv += ["--gpus", container.gpus]
-    executor = f"{CONTAINER_CODE}/{EXECUTOR.name}"
-    return [
-        *argv,
-        container.image,
-        "python3",
-        "-s",
-        "-P",
-        "-B",
-        executor,
-        f"{CONTAINER_CONTROL}/sock",
-    ]
-
-
-def _uid_map(engine: Engine) -> list[str]:
-    """podman as root: the container's uids 0..CONTAINER_UIDS onto host uids no one uses."""
-    if engine.name != "podman" or os.geteuid() != 0:
-        return []  # rootless podman maps them already; docker: the daemon's own setting
-    inside, host, count = 0, CONTAINER_HOST_UID, CONTAINER_UIDS
-    return ["--uidmap", f"{inside}:{host}:{count}", "--gidmap", f"{inside}:{host}:{count}"]
-
-
 def _probe_request(p: Probe) -> dict:
     return {
         "id": p.id,
@@ -633,7 +222,7 @@ def _probe_request(p: Probe) -> dict:
 @functools.lru_cache(maxsize=64)
 def _compiled(source: str, probe_id: str) -> dict:
     """A probe's checks compiled for the probe process, once per batch (prober.compiled)."""
-    from autograder import prober
+    from .inside import prober
 
     return prober.compiled(source, probe_id)
 
@@ -714,20 +303,19 @@ class _Executor:
         self.memory: dict = {}  # the executor's memory cgroups: {"cgroup", "version", "why"}
         self.container = container
         self.name = f"scalegrade-{uuid.uuid4().hex[:16]}"  # the container's
-        code = {"harness": HARNESS, "prober": PROBER, "wire": WIRE, "checklib": CHECKLIB}
         config = {
             "mode": mode,
             "hide": hide,
             "keep": keep,
             "base_dir": str(base_dir),
-            **{key: str(path) for key, path in code.items()},
+            "checklib": str(CHECKLIB),
             "preload": list(PRELOAD),
             "preload_stdlib": stdlib,
             "memory_meter": memory_meter,
         }
         self.cgroup: str | None = None  # the memory cgroup made for the container
         if container is not None:  # the image's own interpreter; its /tmp; nothing of ours
-            config |= {key: f"{CONTAINER_CODE}/{path.name}" for key, path in code.items()}
+            config |= {"checklib": f"{CONTAINER_CODE}/{CHECKLIB.name}"}
             config |= {"base_dir": "/tmp", "keep": [], "hide": [CONTAINER_CODE, "/run"]}
             if memory_meter == "auto":
                 config |= self._delegate_cgroup(container)
@@ -773,20 +361,20 @@ class _Executor:
 
     def _delegate_cgroup(self, container: Container) -> dict:
         """The container's memory cgroup, for the executor's config; or why there is none."""
-        from autograder import executor  # its cgroup helpers; nothing of it runs here
+        from .inside import memory  # its cgroup helpers; nothing of it runs here
 
-        owner = CONTAINER_HOST_UID if _uid_map(container.engine) else 0
+        owner = CONTAINER_HOST_UID if uid_map(container.engine) else 0
         try:
-            self.cgroup = executor.delegate_memory_cgroup(self.name, owner)
+            self.cgroup = memory.delegate_memory_cgroup(self.name, owner)
         except OSError as err:
             return {"memory_cgroup_why": f"no memory cgroup for the container: {err.strerror}"}
         return {"memory_cgroup": CONTAINER_CGROUP}
 
     def _remove_cgroup(self) -> None:
-        from autograder import executor
+        from .inside import memory
 
         end = time.monotonic() + 5.0
-        while self.cgroup and not executor._remove_cgroup(self.cgroup):
+        while self.cgroup and not memory.remove_cgroup(self.cgroup):
             if time.monotonic() > end:  # left for the next grader (it removes those of the dead)
                 log.debug("sandbox: the container's cgroup %s is still busy", self.cgroup)
                 break
@@ -797,13 +385,13 @@ class _Executor:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         proc = subprocess.Popen(
             # -s -P -B: -I without -E, so that PYTHONMALLOC applies; the environment
-            # is ours (_executor_env), nothing of the grader's
+            # is ours (executor_env), nothing of the grader's
             [sys.executable, "-s", "-P", "-B", str(EXECUTOR), str(child.fileno())],
             pass_fds=[child.fileno()],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=errlog,
-            env=_executor_env(),
+            env=executor_env(),
             cwd="/",
             start_new_session=True,
         )
@@ -1364,9 +952,7 @@ class Sandbox:
         harvest = envelope["harvest"]
         isolated = [p.id for p in plan.probes if p.isolated]
         if isolated and type(harvest) is dict and type(harvest.get("probes")) is dict:
-            harvest = dict(
-                harvest, probes={**harvest["probes"], **_probe_results(probed, isolated)}
-            )
+            harvest = dict(harvest, probes={**harvest["probes"], **probe_results(probed, isolated)})
         try:
             return None, check_harvest(harvest, plan)
         except HarvestError as err:  # its path may hold the student's keys

@@ -24,8 +24,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.remote import RemoteRunner
 from autograder.sandbox import Limits, Outcome, Plan, Sandbox
+from autograder.sandbox.remote import RemoteRunner
 
 try:  # the ``dask`` extra: pip install 'scalegrade[dask]'
     from distributed import Client, WorkerPlugin, get_worker

@@ -14,8 +14,8 @@ sandbox does not hide, or other limits.  It answers only processes of its own us
 socket is 0600, and each connection's peer is checked), and its socket lies under the
 folders every sandbox hides (/run, the temporary folder), out of the notebooks' reach.
 
-The channel is the probe channel's framing (:mod:`autograder.wire`): a JSON header, and
-the plan and the notebook's bytes as payload; the outcome comes back as JSON.
+The channel is the probe channel's framing (:mod:`.inside.wire`): a JSON header, and the
+plan and the notebook's bytes as payload; the outcome comes back as JSON.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-from autograder import wire
-from autograder.remote import RemoteRunner
 from autograder.sandbox import Limits, Outcome, Plan, Probe, Sandbox, SandboxError
+from autograder.sandbox.inside import wire
+from autograder.sandbox.remote import RemoteRunner
 
 PROTOCOL = 1
 

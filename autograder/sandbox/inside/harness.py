@@ -1,6 +1,6 @@
 """What runs inside the sandbox: the notebook's cells, then the harvest.
 
-Loaded by path (never as part of the ``autograder`` package) by the warm executor, which
+Part of the jail's package (:mod:`autograder.sandbox.inside`), loaded by the warm executor, which
 calls ``prepare()`` once (IPython shell built, heavy modules imported) and, in each
 forked student process, ``run_submission()``; in a grading container too, where the
 executor runs in the image.
@@ -27,6 +27,8 @@ import os
 import re
 import sys
 import types
+
+from . import wire
 
 # Captured before any student code runs (a notebook may rebind the builtins).
 _type = type
@@ -94,7 +96,6 @@ REFUSED_CELL_MAGICS = (
 _shell = None
 _np_number_types: tuple = ()
 _np_ndarray = None
-wire = None  # the probe channel's wire module, set by the executor (loaded by path)
 MAX_HELD = 100_000  # values P may ask S to keep (Student.run, Student.hold)
 MAX_RANKS = 64  # processes one Student.ranks() run forks
 

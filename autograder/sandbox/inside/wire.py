@@ -22,9 +22,9 @@ JSON object is one of these tags, so nothing a student returns can pose as one::
 A ranks run (``Student.ranks``) hands P one socket per rank process S forks, in a frame
 of :func:`send_fds` (SCM_RIGHTS): P and the ranks then talk directly, the same frames.
 
-Loaded by path, in both processes, before any student code runs; imports nothing of the
-project.  :func:`decode` checks every value against these forms and caps (depth, sizes,
-dtypes): P reads what S sends as hostile.
+Part of the jail's package, loaded in both processes before any student code runs;
+imports nothing else of the project.  :func:`decode` checks every value against these
+forms and caps (depth, sizes, dtypes): P reads what S sends as hostile.
 """
 
 from __future__ import annotations
