@@ -2,7 +2,7 @@
 
 Every code part's reference (its ``solution.py`` without the markers) is graded by its
 checks for N grading seeds, through the same wire as a student's function
-(``autograder.checks.run_locally``: the probe's calls cross as data, the result goes
+(``autograder.grading.checks.run_locally``: the probe's calls cross as data, the result goes
 through JSON).  A statistical check states its rate per test (``FALSE_FAIL``); the bench
 prints, per part, the seeds where the reference lost any point, the rate measured, and
 the bound the check states (FALSE_FAIL times its number of statistical tests, when it
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from autograder.checks import load_checks, run_locally  # noqa: E402
+from autograder.grading.checks import load_checks, run_locally  # noqa: E402
 from generator import bank  # noqa: E402
 from generator.starter import split  # noqa: E402
 

@@ -8,7 +8,7 @@ PyTorch machine): nothing of the sandbox, since what it runs is the bank's own r
 code, never a student's.
 
 1. **The DPO loss and the speculative sampler.**  Each question's checks (``probe`` then
-   ``grade``, through :func:`autograder.checks.run_locally`, the wire a student's function
+   ``grade``, through :func:`autograder.grading.checks.run_locally`, the wire a student's function
    is called over) grade code that computes on DEVICE, and the same code on the CPU, for
    ``--seeds`` grading seeds.  Every property's score must be the same on both, and full
    marks, as the reference earns on the CPU.
@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from autograder.checks import run_locally  # noqa: E402
+from autograder.grading.checks import run_locally  # noqa: E402
 
 DPO = ROOT / "templates" / "posttraining" / "dpo-loss-code"
 SAMPLER = ROOT / "templates" / "serving" / "speculative-sampler-code"

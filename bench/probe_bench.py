@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from grade_bench import cold_numpy, release_hw1  # noqa: E402
 
-from autograder.keys import Keys  # noqa: E402
+from autograder.grading.keys import Keys  # noqa: E402
 from autograder.sandbox import Plan, Sandbox  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")

@@ -24,11 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from grade_bench import cold_numpy  # noqa: E402  (this folder: the same unit as there)
 
-from autograder.batch import grade_batch  # noqa: E402
-from autograder.gradebook import Gradebook  # noqa: E402
-from autograder.keys import Keys  # noqa: E402
-from autograder.regrade import regrade  # noqa: E402
+from autograder.grading.keys import Keys  # noqa: E402
 from autograder.sandbox import Limits, Sandbox  # noqa: E402
+from autograder.semester.batch import grade_batch  # noqa: E402
+from autograder.semester.gradebook import Gradebook  # noqa: E402
+from autograder.semester.regrade import regrade  # noqa: E402
 from generator import bank  # noqa: E402
 from generator.rekey import rekey  # noqa: E402
 from generator.release import release  # noqa: E402

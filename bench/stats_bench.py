@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from grade_bench import cold_numpy  # noqa: E402  (this folder: the same unit as there)
 
-from autograder.gradebook import Gradebook  # noqa: E402
-from autograder.item_report import analysis  # noqa: E402
-from autograder.keys import Keys  # noqa: E402
+from autograder.analysis.item_report import analysis  # noqa: E402
+from autograder.grading.keys import Keys  # noqa: E402
+from autograder.semester.gradebook import Gradebook  # noqa: E402
 from generator import bank  # noqa: E402
 from generator.release import release  # noqa: E402
 from generator.roster import parse  # noqa: E402

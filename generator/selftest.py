@@ -4,7 +4,7 @@
 page that works with no network: CSS, JavaScript and the math (MathML, rendered here at
 build time) are inside the file, and its Content-Security-Policy forbids the browser any
 request.  The page checks answers with the rules of the Python grader
-(``autograder/compare.py`` with the contract's tolerance and plausibility,
+(``autograder/grading/compare.py`` with the contract's tolerance and plausibility,
 :mod:`contract.answers`), re-implemented in ``selftest_assets/checker.js`` and fed with
 what that grader reads from a key: values, tolerances, misconceptions, the unit factors
 of the course's pint registry, the plausibility bound, and each answer's formula over
@@ -106,7 +106,7 @@ _RE = {k: re.compile(v) for k, v in SYNTAX.items() if isinstance(v, str)}
 
 def normalize(text: str) -> str:
     """What the page reads from ``text``: the grader then reads this string as it reads
-    a string answer in a notebook (``autograder.compare.read_value``).
+    a string answer in a notebook (``autograder.grading.compare.read_value``).
 
     Unicode minus and spaces, ``×``/``·``, superscripts, powers of ten (``1.2 × 10^9``,
     ``10⁹``) and ``per`` are rewritten; commas stay, for the grader's reading of them

@@ -8,7 +8,7 @@ count, as it is), as students do.
 A wrong answer is one of the part's declared misconceptions when it has any (half the
 time), else the other answer of a yes/no, the next whole number of a small count, or the
 key off by a factor between 1.5 and 4.  Every answer is graded by
-:func:`autograder.grade.grade_harvest`, tolerances, units and carried credit included, and
+:func:`autograder.grading.grade.grade_harvest`, tolerances, units and carried credit included, and
 the cohort's standings go through the item analysis and the per-parameter attribution.
 Nothing in the model depends on a parameter, so a part flagged here is unfair by its own
 making: a misconception that equals the key for some draws, a tolerance that three
@@ -23,9 +23,9 @@ from __future__ import annotations
 import math
 import random
 
-from autograder.grade import StudentResult, grade_harvest
-from autograder.gradebook import result_to_json
-from autograder.item_report import Analysis, analysis
+from autograder.analysis.item_report import Analysis, analysis
+from autograder.grading.grade import StudentResult, grade_harvest
+from autograder.semester.gradebook import result_to_json
 from contract import Key, Student, unit_factor
 from generator.assignment import Assignment
 from generator.release import student_key, variants_for

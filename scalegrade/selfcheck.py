@@ -68,9 +68,9 @@ def selfcheck(assignment, *, seeds: int = SEEDS, sandbox=None) -> SelfCheck:
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
 
-    from autograder.keys import Keys, probe_seed
+    from autograder.grading.keys import Keys, probe_seed
+    from autograder.grading.submission import grade_one
     from autograder.sandbox import Sandbox
-    from autograder.submission import grade_one
     from contract import Student
     from generator.release import release
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autograder.gradescope import build_wheel
+from autograder.integrations.gradescope import build_wheel
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "an-install-test-secret-0123456789"

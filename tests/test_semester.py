@@ -6,7 +6,7 @@ policy with a late-day pool shared by the course; a policy change and a second e
 made afterwards, each recomputing the standings from the gradebook without running a
 notebook; bad input refused with nothing changed.
 
-Every expected score is worked from the policy (autograder/lateness.py): each started
+Every expected score is worked from the policy (autograder/semester/lateness.py): each started
 day late costs 10 % of the earned score (20 % after the change), each started hour 1/24
 of that on the second assignment (late_charge: hour), nothing after 3 days, and each
 student's 2 free days are spent first, whole days, in the order they submitted.
@@ -22,12 +22,12 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from autograder.batch import grade_batch
-from autograder.gradebook import Gradebook
-from autograder.keys import Keys
-from autograder.lateness import read_extensions
+from autograder.grading.keys import Keys
 from autograder.sandbox import Limits, Sandbox
-from autograder.submitted_at import read_manifest
+from autograder.semester.batch import grade_batch
+from autograder.semester.gradebook import Gradebook
+from autograder.semester.lateness import read_extensions
+from autograder.semester.submitted_at import read_manifest
 from generator.release import release
 from generator.roster import parse
 from scalegrade.cli import main

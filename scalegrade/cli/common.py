@@ -115,7 +115,7 @@ def _gradebook_options(f):
 
 def _gradebook(grades: Path | None, db_url: str | None):
     """The gradebook a command names: --db URL, or the sqlite file in --grades DIR."""
-    from autograder.gradebook import Gradebook
+    from autograder.semester.gradebook import Gradebook
 
     if db_url:
         return Gradebook(db_url)

@@ -49,8 +49,8 @@ def export_gradescope(
     extensions_file: Path | None,
 ) -> None:
     """A Gradescope autograder zip (setup.sh, run_autograder) grading ASSIGNMENT's notebooks."""
-    from autograder import gradescope
-    from autograder.lateness import ExtensionsError
+    from autograder.integrations import gradescope
+    from autograder.semester.lateness import ExtensionsError
     from contract import KeyFileError, read_release
 
     try:
@@ -80,7 +80,7 @@ def export_gradescope(
 def _lms_export(lms_name: str, assignment: str, opts: dict[str, Any]) -> None:
     from collections import Counter
 
-    from autograder import lms
+    from autograder.semester import lms
     from contract import KeyFileError, read_keys, read_release
 
     try:

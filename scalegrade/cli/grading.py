@@ -159,8 +159,8 @@ def grade(
 def _late_input(release, opts: dict) -> dict[str, Any]:
     """The submission times and extensions a grade run was given, read (or refused) before
     anything is graded."""
-    from autograder.lateness import ExtensionsError, read_extensions
-    from autograder.submitted_at import ManifestError, read_manifest
+    from autograder.semester.lateness import ExtensionsError, read_extensions
+    from autograder.semester.submitted_at import ManifestError, read_manifest
 
     try:
         manifest = (
@@ -181,9 +181,9 @@ def _late_input(release, opts: dict) -> dict[str, Any]:
 
 
 def _grade_nbgrader(course: Path, name: str, **opts: Any) -> None:
-    from autograder.gradebook import GradebookError
-    from autograder.nbgrader_gradebook import CourseLayout, grade_course
+    from autograder.integrations.nbgrader_gradebook import CourseLayout, grade_course
     from autograder.sandbox import Sandbox
+    from autograder.semester.gradebook import GradebookError
     from contract import KeyFileError, read_release
 
     lay = CourseLayout(course.resolve(), name)
@@ -267,7 +267,7 @@ def _service_runner(socket_path: Path, sandbox_args: dict, preload):
 def _grade_keys(assignment: str, keys_dir: Path, opts: dict, starting):
     """The keys to grade with and the late-work input; on bad input, the sandbox being
     started (``starting``, a future) is closed before the sentence."""
-    from autograder.keys import Keys
+    from autograder.grading.keys import Keys
     from contract import KeyFileError
 
     try:
@@ -321,7 +321,7 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
         opts["jobs"] = opts["jobs"] or runner.threads
     from rich.progress import Progress  # ...while the grader imports the rest
 
-    from autograder.batch import grade_batch
+    from autograder.semester.batch import grade_batch
 
     with (
         runner as sandbox,
@@ -342,7 +342,9 @@ def _grade(assignment: str, submissions: Path, keys_dir: Path, out: Path, **opts
                 **late_input,
             )
         except Exception as err:
-            from autograder.gradebook import GradebookError  # SQLAlchemy: loaded by the batch
+            from autograder.semester.gradebook import (
+                GradebookError,  # SQLAlchemy: loaded by the batch
+            )
 
             if not isinstance(err, GradebookError):
                 raise

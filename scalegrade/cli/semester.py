@@ -57,9 +57,9 @@ def late(
     With --due, --set or --extensions, record the change (who and why), make every standing
     again from the gradebook (no notebook runs), write the files again, and print whose
     score changed."""
-    from autograder.batch import publish
-    from autograder.gradebook import GradebookError
-    from autograder.lateness import ExtensionsError, read_extensions
+    from autograder.semester.batch import publish
+    from autograder.semester.gradebook import GradebookError
+    from autograder.semester.lateness import ExtensionsError, read_extensions
     from contract import times
 
     book = _gradebook(grades, db_url)
@@ -280,11 +280,11 @@ def regrade(
     From the stored harvests where only the comparison changed, no notebook run; the
     notebook again, for those probes only, where a code part's checks changed.  Writes the
     diff (OUT/regrade-N.csv), every file again, and records who and why."""
-    from autograder.batch import publish
-    from autograder.gradebook import GradebookError
-    from autograder.regrade import regrade as grade_again
-    from autograder.regrade import write_diff
     from autograder.sandbox import Limits, Sandbox
+    from autograder.semester.batch import publish
+    from autograder.semester.gradebook import GradebookError
+    from autograder.semester.regrade import regrade as grade_again
+    from autograder.semester.regrade import write_diff
 
     book = _gradebook(grades, db_url)
 
@@ -345,10 +345,10 @@ def stats(assignment: str, grades: Path | None, db_url: str | None) -> None:
     efficiency, misconceptions, flags; Cronbach's alpha; each part's score tested against
     each parameter its question draws, at equal rest score (Holm-corrected); the spread of
     expected scores across the assignments drawn.  The same is in report.html."""
-    from autograder.fairness import MIN_MINORITY
-    from autograder.gradebook import GradebookError
-    from autograder.item_report import analysis
-    from autograder.keys import Keys
+    from autograder.analysis.fairness import MIN_MINORITY
+    from autograder.analysis.item_report import analysis
+    from autograder.grading.keys import Keys
+    from autograder.semester.gradebook import GradebookError
     from contract import KeyFileError
 
     start = time.perf_counter()
@@ -408,9 +408,9 @@ def marks() -> None:
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="CSV to write.")
 def marks_export(assignment: str, grades: Path | None, db_url: str | None, out: Path) -> None:
     """A marking sheet of ASSIGNMENT: one row per student and part a person grades."""
-    from autograder.gradebook import GradebookError
-    from autograder.keys import Keys
-    from autograder.marks import sheet
+    from autograder.grading.keys import Keys
+    from autograder.semester.gradebook import GradebookError
+    from autograder.semester.marks import sheet
     from contract import KeyFileError
 
     book = _gradebook(grades, db_url)
@@ -433,9 +433,9 @@ def marks_export(assignment: str, grades: Path | None, db_url: str | None, out: 
 @click.option("--by", "marker", required=True, help="Who marked (recorded with each mark).")
 def marks_import(sheet_file: Path, grades: Path | None, db_url: str | None, marker: str) -> None:
     """Record the marks of a filled-in sheet; the standings and files are made again."""
-    from autograder.batch import publish
-    from autograder.gradebook import GradebookError
-    from autograder.marks import MarksError, read_sheet
+    from autograder.semester.batch import publish
+    from autograder.semester.gradebook import GradebookError
+    from autograder.semester.marks import MarksError, read_sheet
 
     book = _gradebook(grades, db_url)
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from autograder.gradebook import Gradebook
+from autograder.semester.gradebook import Gradebook
 from generator import bank
 from generator.release import release
 from generator.roster import parse

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.batch import grade_batch
-from autograder.keys import Keys
+from autograder.grading.keys import Keys
 from autograder.sandbox import Limits, Sandbox
+from autograder.semester.batch import grade_batch
 from generator import bank
 from generator.release import release
 from generator.roster import parse
@@ -143,7 +143,7 @@ def test_a_new_gradebook_opens_while_the_first_submissions_run(graded, tmp_path,
     """Nothing can be unchanged in a gradebook not made yet: the submissions start first
     (here the gradebook waits until one has), and every one is recorded once it opens.
     One that cannot open then records nothing, and the batch says why."""
-    from autograder import gradebook
+    from autograder.semester import gradebook
 
     root, summary, _, _ = graded
     keys = Keys(root / "hw1" / "keys")
@@ -178,7 +178,7 @@ def test_a_sandbox_slot_runs_the_next_submission_while_the_last_is_judged(
     """One job: the first result's judgement waits until the second submission has started
     in the sandbox, which it can only do if the slot did not wait for that judgement.
     Every result is then what the batch above recorded."""
-    from autograder import batch
+    from autograder.semester import batch
 
     root, summary, _, _ = graded
     started, judged = [], batch.judge

@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import Checks, ChecksError, grade_result, load_checks
+from autograder.grading.checks import Checks, ChecksError, grade_result, load_checks
 from tests.templates.codecheck import (
     TEMPLATES,
     fraction,

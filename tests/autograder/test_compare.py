@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import contract
-from autograder.compare import compare, shows_work
-from autograder.grade import copy_signals, grade_harvest
+from autograder.grading.compare import compare, shows_work
+from autograder.grading.grade import copy_signals, grade_harvest
 from contract import Misconception, Policy, Tolerance, within
 from generator import bank
 from generator.release import release

@@ -20,11 +20,11 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from autograder.batch import grade_batch
-from autograder.keys import Keys
+from autograder.grading.keys import Keys
 from autograder.sandbox import Limits, Sandbox, SandboxError
 from autograder.sandbox import box as sandbox_module
 from autograder.sandbox.container import CONTAINER_HOST_UID
+from autograder.semester.batch import grade_batch
 from generator import bank
 from generator.release import release
 from generator.roster import parse

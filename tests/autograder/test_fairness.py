@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from autograder.fairness import FAMILY_ALPHA, attribute, holm
+from autograder.analysis.fairness import FAMILY_ALPHA, attribute, holm
 
 WORKERS = [2, 4, 8, 16, 32, 64]
 WIDTHS = [1024, 2048, 4096, 8192]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.checks import fraction, grade_result, load_checks
+from autograder.grading.checks import fraction, grade_result, load_checks
 from autograder.sandbox import Limits, Plan, Probe, Sandbox
 from generator import bank
 from tests.autograder.test_sandbox import notebook

@@ -16,9 +16,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, select, text
 from sqlalchemy.orm import Session
 
-from autograder.compare import Verdict
-from autograder.grade import Graded, StudentResult
-from autograder.gradebook import (
+from autograder.grading.compare import Verdict
+from autograder.grading.grade import Graded, StudentResult
+from autograder.semester.gradebook import (
     HEAD,
     MIGRATIONS,
     Gradebook,
@@ -26,8 +26,8 @@ from autograder.gradebook import (
     PartGrade,
     result_to_json,
 )
-from autograder.lateness import Extension
-from autograder.submitted_at import SubmittedAt
+from autograder.semester.lateness import Extension
+from autograder.semester.submitted_at import SubmittedAt
 
 # written by `scalegrade demo` at commit 0497d62, before the gradebook had migrations (six
 # of its thirty students kept): the file a course graded with that version has
@@ -139,7 +139,7 @@ def test_a_new_gradebook_from_the_models_is_the_one_the_migrations_make(tmp_path
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    from autograder.gradebook import Base
+    from autograder.semester.gradebook import Base
 
     migrated = tmp_path / "migrated.sqlite"
     shutil.copy(OLD, migrated)

@@ -9,8 +9,8 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, text
 
-from autograder.grade import StudentResult
-from autograder.gradebook import MIGRATIONS, Gradebook
+from autograder.grading.grade import StudentResult
+from autograder.semester.gradebook import MIGRATIONS, Gradebook
 from tests import postgres
 from tests.autograder.test_gradebook import OLD
 

@@ -25,8 +25,8 @@ import pytest
 from click.testing import CliRunner
 
 import contract
-from autograder import gradescope
-from autograder.submission import released_to
+from autograder.grading.submission import released_to
+from autograder.integrations import gradescope
 from generator import bank
 from generator.release import release
 from generator.roster import parse
@@ -177,7 +177,7 @@ def test_the_zip_has_gradescope_layout(course):
     assert subprocess.run(["bash", "-n", "-c", setup]).returncode == 0
     assert "SCALEGRADE_GRADESCOPE_ROOT" in run_script and "/autograder" in run_script
     with zipfile.ZipFile(course / "wheel" / wheel) as whl:
-        assert {"autograder/harness.py", "autograder/gradescope.py", "costmodel/units.py"} <= set(
+        assert {"autograder/sandbox/inside/harness.py", "autograder/integrations/gradescope.py", "costmodel/units.py"} <= set(
             whl.namelist()
         )
     assert (course / "autograder.zip").stat().st_size < 5 * 2**20

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from autograder.batch import grade_batch, publish
-from autograder.gradebook import Gradebook
-from autograder.keys import Keys
+from autograder.grading.keys import Keys
+from autograder.grading.submission import released_to, written_answers
 from autograder.sandbox import HarvestError, Limits, Plan, Probe, Sandbox, check_harvest, clean_text
 from autograder.sandbox.box import _Capture
 from autograder.sandbox.harvest import MAX_ERROR_CHARS, MAX_STRING_CHARS, MAX_TYPE_CHARS
-from autograder.submission import released_to, written_answers
+from autograder.semester.batch import grade_batch, publish
+from autograder.semester.gradebook import Gradebook
 from tests.autograder.demo_course import release_hw1
 
 BAD = "\ud800 \udfff \x00 "  # a lone surrogate of each half, and a NUL
@@ -364,7 +364,7 @@ def test_a_student_whose_files_cannot_be_written_is_a_warning(hostile_batch, cap
         warnings: list[str] = []
         publish(book, keys.release.assignment, {BLOCKED, HONEST}, keys, warnings)
         assert sorted(w.split(":")[0] for w in warnings) == [f"student {BLOCKED}"] * 2
-        with caplog.at_level(logging.WARNING, logger="autograder.batch"):
+        with caplog.at_level(logging.WARNING, logger="autograder.semester.batch"):
             publish(book, keys.release.assignment, {BLOCKED}, keys)  # no list: logged
         assert f"student {BLOCKED}: feedback.html was not written" in caplog.text
     finally:

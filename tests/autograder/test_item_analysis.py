@@ -22,7 +22,7 @@ import math
 
 import pytest
 
-from autograder.item_analysis import EFFICIENCY_FLOOR, analyse, wilson
+from autograder.analysis.item_analysis import EFFICIENCY_FLOOR, analyse, wilson
 
 TABLE = {
     "s1": (1, 1, 1),
@@ -100,8 +100,8 @@ def test_scalegrade_stats_reads_a_gradebook(tmp_path):
     simulated cohort (scalegrade/cohort.py) released to 120 students."""
     from click.testing import CliRunner
 
-    from autograder.gradebook import Gradebook
-    from autograder.keys import Keys
+    from autograder.grading.keys import Keys
+    from autograder.semester.gradebook import Gradebook
     from generator import bank
     from generator.release import release
     from generator.roster import parse

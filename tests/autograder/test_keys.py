@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 
-from autograder.keys import Keys, probe_seed
+from autograder.grading.keys import Keys, probe_seed
+from autograder.grading.submission import grade_one
 from autograder.sandbox import Limits, Sandbox
 from autograder.sandbox.box import _plan_request
-from autograder.submission import grade_one
 from contract import KeyFileError
 from generator.bank import Bank
 from generator.release import release

@@ -1,6 +1,6 @@
 """The late policy, applied in one place: started days or hours, the cut-off, the pool.
 
-Every number here is worked by hand from the policy's definition (autograder/lateness.py):
+Every number here is worked by hand from the policy's definition (autograder/semester/lateness.py):
 a penalty of ``late_penalty_per_day`` of the earned score per started day, 1/24 of it per
 started hour, nothing after ``late_days_max`` days, free pool days spent first.
 """
@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from autograder.lateness import Entry, ExtensionsError, charge, read_extensions, spend_pool
+from autograder.semester.lateness import Entry, ExtensionsError, charge, read_extensions, spend_pool
 from contract import Policy
 
 HOUR = 3600.0

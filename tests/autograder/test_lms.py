@@ -16,7 +16,7 @@ import re
 
 import pytest
 
-from autograder import lms
+from autograder.semester import lms
 
 ROSTER = {
     "ana": {"name": "Ana Lima", "email": "ana@x.edu"},
@@ -175,8 +175,8 @@ def test_the_export_commands_read_the_gradebook(tmp_path):
     from click.testing import CliRunner
 
     import contract
-    from autograder.grade import grade_harvest
-    from autograder.gradebook import Gradebook
+    from autograder.grading.grade import grade_harvest
+    from autograder.semester.gradebook import Gradebook
     from contract import Policy
     from generator import bank
     from generator.release import release

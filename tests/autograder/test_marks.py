@@ -8,8 +8,8 @@ import io
 
 import pytest
 
-from autograder.marks import MarksError, answer_digest, read_sheet, sheet
-from autograder.standing import REMARK, standing
+from autograder.semester.marks import MarksError, answer_digest, read_sheet, sheet
+from autograder.semester.standing import REMARK, standing
 
 
 def _standing(sid: str, text: str) -> dict:

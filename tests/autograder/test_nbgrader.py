@@ -24,7 +24,7 @@ from jupyter_core.application import NoStart
 from nbgrader.api import Gradebook
 from nbgrader.apps.nbgraderapp import NbGraderApp
 
-from autograder.nbgrader_gradebook import alembic_on_path
+from autograder.integrations.nbgrader_gradebook import alembic_on_path
 from scalegrade.cli import main
 
 NAME = "hw1"  # the assignment's name in nbgrader
@@ -34,8 +34,9 @@ STUDENTS = ("s01", "s02", "s03")
 # two started days at the course's 10 % a day
 LATE = "2026-12-20 12:00:00.000000 UTC"
 EXCHANGE = (
-    'c.ExchangeFactory.release_assignment = "autograder.nbgrader_exchange.ReleaseVariants"\n'
-    'c.ExchangeFactory.fetch_assignment = "autograder.nbgrader_exchange.FetchVariant"\n'
+    'exchange = "autograder.integrations.nbgrader_exchange"\n'
+    'c.ExchangeFactory.release_assignment = f"{exchange}.ReleaseVariants"\n'
+    'c.ExchangeFactory.fetch_assignment = f"{exchange}.FetchVariant"\n'
 )
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import contract
-from autograder import outputs
-from autograder.grade import grade_harvest
-from autograder.gradebook import Gradebook, result_to_json
+from autograder.grading.grade import grade_harvest
+from autograder.semester import outputs
+from autograder.semester.gradebook import Gradebook, result_to_json
 from contract import Key, Policy
 from generator import bank
 from generator.release import release
@@ -137,7 +137,7 @@ def test_gradebook_is_idempotent_and_survives_a_restart(keyset, tmp_path: Path):
     from sqlalchemy import func, select
     from sqlalchemy.orm import Session
 
-    from autograder.gradebook import PartGrade
+    from autograder.semester.gradebook import PartGrade
 
     with Session(reopened.engine) as s:
         assert s.scalar(select(func.count()).select_from(PartGrade)) == len(result.parts)
@@ -145,7 +145,7 @@ def test_gradebook_is_idempotent_and_survives_a_restart(keyset, tmp_path: Path):
 
 
 def test_solutions_are_revealed_after_the_due_date_only():
-    from autograder.batch import reveal_now
+    from autograder.semester.batch import reveal_now
 
     policy = Policy(solutions_after_due=True)
     assert reveal_now("2020-01-01T00:00:00+01:00", policy)

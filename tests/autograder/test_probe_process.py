@@ -236,7 +236,7 @@ from autograder.checklib import Record  # served to the probe process, nothing e
 
 def probe(student, seed, params):
     try:
-        import autograder.keys
+        import autograder.grading.keys
         other = "imported"
     except ImportError as err:
         other = type(err).__name__

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import shutil
 
-from autograder.batch import grade_batch
-from autograder.gradebook import Gradebook
-from autograder.keys import Keys
-from autograder.regrade import diff, regrade
+from autograder.grading.keys import Keys
 from autograder.sandbox import Limits, Sandbox
+from autograder.semester.batch import grade_batch
+from autograder.semester.gradebook import Gradebook
+from autograder.semester.regrade import diff, regrade
 from generator import bank
 from generator.rekey import rekey
 from generator.release import release

@@ -7,12 +7,12 @@ import shutil
 
 import pytest
 
-from autograder import outputs
-from autograder.batch import grade_batch
-from autograder.gradebook import result_to_json
-from autograder.keys import Keys
+from autograder.grading.keys import Keys
+from autograder.grading.submission import grade_one, released_to
 from autograder.sandbox import Limits, Sandbox
-from autograder.submission import grade_one, released_to
+from autograder.semester import outputs
+from autograder.semester.batch import grade_batch
+from autograder.semester.gradebook import result_to_json
 from generator.release import release
 from generator.roster import parse
 from tests.banks import copy_bank

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from autograder.submitted_at import ManifestError, read_manifest, submitted_at
+from autograder.semester.submitted_at import ManifestError, read_manifest, submitted_at
 
 ZONE = "Europe/Zurich"
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import outputs
-from autograder.gradebook import result_to_json
-from autograder.item_report import analysis, section
+from autograder.analysis.item_report import analysis, section
+from autograder.semester import outputs
+from autograder.semester.gradebook import result_to_json
 from contract import Student
 from generator import bank, selftest
 from generator.release import release

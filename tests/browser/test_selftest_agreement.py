@@ -3,7 +3,8 @@
 For every assignment, typed answer sets (correct in several units and number formats,
 wrong units, known misconceptions, errors carried forward from a wrong earlier part,
 garbage, blanks) are graded twice: by ``ScaleGradeChecker`` inside the page, and by
-``autograder.grade.grade_harvest`` on what the page reads (``generator.selftest.harvested``).
+``autograder.grading.grade.grade_harvest`` on what the page reads
+(``generator.selftest.harvested``).
 Scores and feedback identifiers (status, misconception) must be identical, part by part.
 The unit factors, the input syntax and the compiled error-carried-forward formulas are
 also compared directly.
@@ -20,8 +21,8 @@ from collections import Counter
 import pytest
 
 import contract
-from autograder.compare import read_value
-from autograder.grade import grade_harvest
+from autograder.grading.compare import read_value
+from autograder.grading.grade import grade_harvest
 from costmodel.units import UnitError, to_si
 from generator import bank, selftest
 

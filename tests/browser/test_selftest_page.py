@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from autograder.grade import grade_harvest
+from autograder.grading.grade import grade_harvest
 from generator import bank, selftest
 
 BANK = bank.load()

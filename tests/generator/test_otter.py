@@ -235,8 +235,8 @@ def test_the_cells_do_nothing_without_otter(released, monkeypatch):
 
 def test_the_grader_reads_answers_past_the_check_cells(released):
     """The sandbox runs the check cells too: no cell error, every answer read."""
-    from autograder.grade import grade_harvest
-    from autograder.keys import Keys
+    from autograder.grading.grade import grade_harvest
+    from autograder.grading.keys import Keys
     from autograder.sandbox import Limits, Plan, Sandbox
 
     keys = Keys(released / "keys")

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 import contract
-from autograder.compare import read_value
+from autograder.grading.compare import read_value
 from contract import Student
 from costmodel.units import registry
 from generator import bank, selftest
@@ -116,7 +116,7 @@ def test_normalize_refuses(typed):
 
 
 def test_what_the_grader_reads_from_typed_text(page):
-    """The page's text goes through the grader's own reading (autograder.compare)."""
+    """The page's text goes through the grader's own reading (autograder.grading.compare)."""
     gb = next(a for q in page.key.questions for a in q.answers if a.unit == "GB")
     assert read_value(gb, selftest.harvested("21"))[0] == pytest.approx(21e9)
     assert read_value(gb, selftest.harvested("19.6 GiB"))[0] == pytest.approx(19.6 * 2**30)

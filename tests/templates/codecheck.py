@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autograder.checks import fraction, local_student, run_locally
+from autograder.grading.checks import fraction, local_student, run_locally
 from generator.starter import CodeSources, split
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"

@@ -21,7 +21,7 @@ import pytest
 import torch
 from torch import nn
 
-from autograder.checks import grade_result, load_checks, run_locally
+from autograder.grading.checks import grade_result, load_checks, run_locally
 from tests.templates.codecheck import (
     TEMPLATES,
     fraction,

@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import grade_result, load_checks
+from autograder.grading.checks import grade_result, load_checks
 from costmodel.diffusion import ddpm_sample_std
 from tests.templates.codecheck import (
     TEMPLATES,

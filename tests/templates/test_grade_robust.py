@@ -8,15 +8,15 @@ which takes the credit of the other properties with it.
 
 For every code part with a checks file (found from the ``code:`` list of each
 ``templates/*/*/question.yaml``), this runs the marked reference through the part's probe
-once, as :func:`autograder.checks.run_locally` does (behind
-:func:`autograder.checks.local_student`, then through JSON), and feeds ``grade`` mutated
+once, as :func:`autograder.grading.checks.run_locally` does (behind
+:func:`autograder.grading.checks.local_student`, then through JSON), and feeds ``grade`` mutated
 copies of that honest result: each array or list replaced by a deeper nested list, an empty
 list, None, a string, a list of strings, its first half, or all but its first element (a
 shape [1, H, W] read as [H, W]); one element of a numeric array, and each number outside
 one, replaced by "nan", an int beyond int64, an int beyond float64, a negative value or
 None; each entry of a dict removed.  ``grade`` must not raise, nor take more than a few seconds, and
 must return the honest result's properties, same names and weights, with scores in [0, 1]
-(:func:`autograder.checks.properties`): a malformed value fails a property, never the part.
+(:func:`autograder.grading.checks.properties`): a malformed value fails a property, never the part.
 
 The mutations are grouped by kind and by place (the path with list indices left out, so
 the hundred records of a list count as one place): each group is tried once at one of its
@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autograder.checks import (
+from autograder.grading.checks import (
     ChecksError,
     fraction,
     load_checks,

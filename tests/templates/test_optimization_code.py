@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from autograder.checks import grade_result, load_checks
+from autograder.grading.checks import grade_result, load_checks
 from tests.templates.codecheck import (
     TEMPLATES,
     fraction,

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
-from autograder.checks import grade_result, load_checks
+from autograder.grading.checks import grade_result, load_checks
 from costmodel.memory import layer_forward_calls
 from costmodel.parallel import sum_loss_gradient_factor
 from tests.templates.codecheck import (

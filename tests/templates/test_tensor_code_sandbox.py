@@ -19,7 +19,7 @@ import os
 
 import pytest
 
-from autograder.checks import fraction, grade_result, load_checks
+from autograder.grading.checks import fraction, grade_result, load_checks
 from autograder.sandbox import Limits, Plan, Probe, Sandbox, namespaces_available
 from tests.autograder.test_sandbox import notebook
 from tests.sandboxes import WHERE, sandbox_at

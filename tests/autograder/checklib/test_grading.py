@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.checklib import Property, Record, Result, check, expect_close, notes, share
-from autograder.checks import properties
+from autograder.grading.checks import properties
 
 
 def _rec(value) -> Record:

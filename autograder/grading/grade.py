@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from autograder import checks as code_checks
-from autograder.checks import Checks
-from autograder.compare import Verdict, compare, read_value, shown, shows_work
-from autograder.keys import probe_seed
+from autograder.grading import checks as code_checks
+from autograder.grading.checks import Checks
+from autograder.grading.compare import Verdict, compare, read_value, shown, shows_work
+from autograder.grading.keys import probe_seed
 from contract import Answer, Key, Policy, Question, unit_factor, within
 
 

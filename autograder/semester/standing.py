@@ -2,8 +2,8 @@
 late policy.
 
 The gradebook keeps each graded attempt as the grader made it (its raw result), the
-marks people gave (:mod:`autograder.marks`), and the student's current standing, made
-here from the three and the lateness (:mod:`autograder.lateness`).  Every export reads
+marks people gave (:mod:`autograder.semester.marks`), and the student's current standing, made
+here from the three and the lateness (:mod:`autograder.semester.lateness`).  Every export reads
 the standing: ``score`` is the final score, ``earned`` what was earned before the late
 penalty (``autograded`` plus ``marked``), ``late`` what the policy decided and why.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from autograder.lateness import Lateness
-from autograder.marks import Mark, answer_digest, marked_by_person
+from autograder.semester.lateness import Lateness
+from autograder.semester.marks import Mark, answer_digest, marked_by_person
 
 REMARK = "Marked before your answer changed: waiting to be marked again."
 

@@ -1,7 +1,7 @@
 """What grading produces: Gradescope results.json, feedback pages, CSVs, the instructor report.
 
 Everything here works on result documents (``dataclasses.asdict`` of a
-:class:`~autograder.grade.StudentResult`, as the gradebook stores them), so a resumed
+:class:`~autograder.grading.grade.StudentResult`, as the gradebook stores them), so a resumed
 batch reports on every student graded so far.
 """
 
@@ -14,7 +14,7 @@ import re
 from collections import Counter, defaultdict
 from typing import Any
 
-from autograder import plots
+from autograder.analysis import plots
 
 Result = dict[str, Any]
 _SEED = re.compile(r" \(seed \d+\)")
@@ -205,15 +205,15 @@ def summary_csv(results: list[Result]) -> str:
 
 
 def canvas_csv(results: list[Result], roster: dict[str, dict[str, str]], column: str) -> str:
-    """Canvas gradebook import (see :mod:`autograder.lms`, which also reads Canvas's export)."""
-    from autograder import lms
+    """Canvas gradebook import (see :mod:`.lms`, which also reads Canvas's export)."""
+    from autograder.semester import lms
 
     return lms.canvas_csv(results, roster, column)
 
 
 def moodle_csv(results: list[Result], roster: dict[str, dict[str, str]], column: str) -> str:
-    """Moodle grade import, matched on the email or the ID number (see :mod:`autograder.lms`)."""
-    from autograder import lms
+    """Moodle grade import, matched on the email or the ID number (see :mod:`.lms`)."""
+    from autograder.semester import lms
 
     return lms.moodle_csv(results, roster, column)
 

@@ -10,10 +10,10 @@ ScaleGrade a checks file has, on both sides.
 
 A check that raises is the grader's error, never the student's: :func:`grade_result`
 raises :class:`ChecksError` naming the file, line and seed, and grading leaves the part
-pending and the batch's error (``autograder.grade``); ``scalegrade/selfcheck.py`` runs
+pending and the batch's error (``autograder.grading.grade``); ``scalegrade/selfcheck.py`` runs
 every code part's solution and starter through its checks before release.
 
-Grading loads the checks that release wrote to ``keys/`` (:class:`autograder.keys.Keys`),
+Grading loads the checks that release wrote to ``keys/`` (:class:`autograder.grading.keys.Keys`),
 never the question bank's, and never anything a student wrote: the source text travels to
 the sandbox, and ``grade`` is compiled from the same text here.  :func:`load_checks`
 reads a bank's file, for authors and tests.

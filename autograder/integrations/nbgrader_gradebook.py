@@ -6,7 +6,7 @@
     scalegrade/NAME/keys/                          what `scalegrade generate` wrote
     scalegrade/NAME/release/<student>/             the variants (their cells name the parts)
 
-grades every submission in ScaleGrade's sandbox (:func:`autograder.batch.grade_batch`,
+grades every submission in ScaleGrade's sandbox (:func:`autograder.semester.batch.grade_batch`,
 results and feedback in ``scalegrade/NAME/grades/``) and writes nbgrader's gradebook
 (``gradebook.db``, or ``db_url``): per student a submission whose grade cells are the
 notebook's parts — an autograded part's ``auto_score``, a free-response part left for
@@ -30,9 +30,9 @@ import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 from traitlets.config.loader import PyFileConfigLoader
 
-from autograder.batch import Summary, grade_batch
-from autograder.keys import Keys
-from autograder.submission import Runner
+from autograder.grading.keys import Keys
+from autograder.grading.submission import Runner
+from autograder.semester.batch import Summary, grade_batch
 from contract import KeyFileError
 
 
@@ -150,7 +150,7 @@ def grade_course(
     """Grade ``COURSE/submitted/*/NAME`` and record the grades in nbgrader's gradebook.
 
     ``late_input``: the submission-time manifest and extensions, as
-    :func:`autograder.batch.grade_batch` takes them; each submission's time is otherwise
+    :func:`autograder.semester.batch.grade_batch` takes them; each submission's time is otherwise
     its ``timestamp.txt``, and its late penalty (ScaleGrade's policy) is the notebook's
     ``late_submission_penalty`` in nbgrader's gradebook, in points."""
     lay = CourseLayout(course.resolve(), name)

@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from autograder.analysis.item_analysis import table
 from autograder.checktools import chi2_sf
-from autograder.item_analysis import table
 
 FAMILY_ALPHA = 0.05
 # An item is tested only when at least this many students are on each side of its most

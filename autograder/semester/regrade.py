@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from autograder.batch import reveal_now
-from autograder.grade import Provenance, grade_harvest
-from autograder.gradebook import Gradebook, GradebookError, result_to_json
-from autograder.keys import Keys
+from autograder.grading.grade import Provenance, grade_harvest
+from autograder.grading.keys import Keys
+from autograder.grading.submission import Runner, content_hash
 from autograder.sandbox import Plan, Probe
-from autograder.submission import Runner, content_hash
-from autograder.submitted_at import SubmittedAt
+from autograder.semester.batch import reveal_now
+from autograder.semester.gradebook import Gradebook, GradebookError, result_to_json
+from autograder.semester.submitted_at import SubmittedAt
 from contract import Key, KeyFileError
 
 DIFF_COLUMNS = (

@@ -2,7 +2,7 @@
 
 ``SUBMISSIONS/<student_id>/`` holds the student's notebook (``SUBMISSIONS/<id>.ipynb``
 works too).  Submissions run in parallel; each is recorded in the gradebook as an attempt
-with its submission time (:mod:`autograder.submitted_at`) as soon as it is graded, and
+with its submission time (:mod:`autograder.semester.submitted_at`) as soon as it is graded, and
 the student's standing (after the late policy) is written atomically, so a killed grader
 loses nothing, and a rerun skips what is unchanged.  One broken submission is that
 submission's recorded error.  :func:`publish` writes an assignment's files again from
@@ -25,17 +25,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from autograder import item_report, outputs
-from autograder.grade import StudentResult
-from autograder.keys import Keys
-from autograder.lateness import Extension
+from autograder.analysis import item_report
+from autograder.grading.grade import StudentResult
+from autograder.grading.keys import Keys
+from autograder.grading.submission import Ran, Runner, content_hash, judge, run_notebook
 from autograder.sandbox import clean_text
-from autograder.submission import Ran, Runner, content_hash, judge, run_notebook
-from autograder.submitted_at import SubmittedAt, submitted_at
+from autograder.semester import outputs
+from autograder.semester.lateness import Extension
+from autograder.semester.submitted_at import SubmittedAt, submitted_at
 from contract import Key, KeyFileError, Policy, Release, times
 
 if TYPE_CHECKING:
-    from autograder.gradebook import Gradebook
+    from autograder.semester.gradebook import Gradebook
 
 GRADEBOOK = "gradebook.sqlite"  # in the output folder, without a database URL
 MAX_WARNING_CHARS = 500
@@ -203,7 +204,7 @@ def publish(
     ``keys``: the assignment's, where loaded already (else read where it was graded).
     A file that cannot be written is a warning in ``warnings`` (logged when None); the
     others, and the reports, are written all the same."""
-    from autograder.gradebook import GradebookError
+    from autograder.semester.gradebook import GradebookError
 
     row = book.assignment(assignment)
     if not row.keys_dir or not row.out_dir:
@@ -323,7 +324,7 @@ class _Batch:
 
     def open_book(self) -> Gradebook:
         """The gradebook, with this release (and the batch's extensions) recorded."""
-        from autograder.gradebook import Gradebook
+        from autograder.semester.gradebook import Gradebook
 
         opened = Gradebook(self.db_url or f"sqlite:///{(self.out / GRADEBOOK).resolve()}")
         try:
@@ -377,7 +378,7 @@ class _Batch:
     def publish_moved(self) -> None:
         """Write again the files of every standing that changed besides those graded: this
         assignment's, and other assignments' (a late-day pool spent anew)."""
-        from autograder.gradebook import GradebookError
+        from autograder.semester.gradebook import GradebookError
 
         assignment = self.info.assignment
         students = self.moved.pop(assignment, set())
@@ -482,7 +483,7 @@ class _Batch:
         digest: str | None,
     ) -> dict:
         """Record one result in the open book (``lock`` held); the student's standing."""
-        from autograder.gradebook import result_to_json
+        from autograder.semester.gradebook import result_to_json
 
         doc, also = self.book.record(
             self.info.assignment,

@@ -1,12 +1,12 @@
 """The gradebook: SQLAlchemy, SQLite by default, PostgreSQL by URL; alembic migrations.
 
-Tables (``autograder/migrations/versions/`` makes them, and upgrades an older file):
+Tables (``autograder/semester/migrations/versions/`` makes them, and upgrades an older file):
 
 - ``attempts``: every graded attempt, never overwritten: the harvest (what the sandbox
   returned), the raw result, the key's and the checks' SHA-256, the policy, the
   submission time and where it came from, when it was graded;
 - ``submissions`` and ``part_grades``: each student's current standing per assignment,
-  made from their latest attempt and the late policy (:mod:`autograder.standing`): what
+  made from their latest attempt and the late policy (:mod:`autograder.semester.standing`): what
   every export reads;
 - ``assignments``: each assignment's deadline, zone and policy, as released and as the
   instructor changed them since, and where its keys and results are;
@@ -50,12 +50,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
-from autograder import lateness
-from autograder.grade import StudentResult
-from autograder.lateness import Entry, Extension
-from autograder.marks import Mark
-from autograder.standing import standing
-from autograder.submitted_at import SubmittedAt
+from autograder.grading.grade import StudentResult
+from autograder.semester import lateness
+from autograder.semester.lateness import Entry, Extension
+from autograder.semester.marks import Mark
+from autograder.semester.standing import standing
+from autograder.semester.submitted_at import SubmittedAt
 from contract import KeyFileError, Policy, Release, read_release
 
 HEAD = "0002"  # the newest migration under migrations/versions/

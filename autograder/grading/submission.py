@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from autograder.grade import Provenance, StudentResult, grade_harvest
-from autograder.keys import Keys
+from autograder.grading.grade import Provenance, StudentResult, grade_harvest
+from autograder.grading.keys import Keys
 from autograder.sandbox import Outcome, Plan, clean_text
 from contract import Key
 

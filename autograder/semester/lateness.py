@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from autograder.submitted_at import SubmittedAt
+from autograder.semester.submitted_at import SubmittedAt
 from contract import Policy, times
 
 DAY = 86400.0

@@ -5,7 +5,7 @@
     setup.sh          run once, as root, when Gradescope builds its image: a Python >= 3.11
                       virtual environment in /opt/scalegrade with torch's CPU build and
                       ScaleGrade, installed from the wheel below
-    run_autograder    run for every submission: ``python -m autograder.gradescope run``
+    run_autograder    run for every submission: ``python -m autograder.integrations.gradescope run``
     scalegrade/
       config.json     the assignment, its notebook's name, the wall timeout per submission
       keys/           the assignment's keys/ folder as released, its code checks included:
@@ -18,7 +18,7 @@ Gradescope unpacks the zip into ``/autograder/source``, puts the student's files
 ``/autograder/submission`` and the submission's metadata in
 ``/autograder/submission_metadata.json``, and uploads ``/autograder/results/results.json``.
 :func:`run` does the grading: it finds the submitter on the roster (by email, then by
-student id) and grades their notebook with :func:`autograder.submission.grade_one`
+student id) and grades their notebook with :func:`autograder.grading.submission.grade_one`
 against their own key, as every other entry point does, then writes results.json per
 Gradescope's autograder specification.  The root is
 ``$SCALEGRADE_GRADESCOPE_ROOT`` (default ``/autograder``), so a test runs the same package in
@@ -42,10 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autograder.keys import Keys
-from autograder.lateness import read_extensions
-from autograder.standing import standing
-from autograder.submitted_at import GRADESCOPE_FILE, SubmittedAt, gradescope_time
+from autograder.grading.keys import Keys
+from autograder.semester.lateness import read_extensions
+from autograder.semester.standing import standing
+from autograder.semester.submitted_at import GRADESCOPE_FILE, SubmittedAt, gradescope_time
 from contract import Key, KeyFileError, Release
 
 ROOT_ENV = "SCALEGRADE_GRADESCOPE_ROOT"
@@ -86,7 +86,7 @@ fi
 shutil.rmtree(os.path.join(os.path.dirname(scalegrade.__file__), "bank"), ignore_errors=True)'
 # the keys are the instructor's: root only (student code runs under another uid)
 chmod -R go-rwx "$HERE/{package}"
-{venv}/bin/python -m autograder.gradescope check --source "$HERE/{package}"
+{venv}/bin/python -m autograder.integrations.gradescope check --source "$HERE/{package}"
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -95,7 +95,7 @@ RUN_AUTOGRADER = """#!/usr/bin/env bash
 # package outside Gradescope.
 ROOT="${{SCALEGRADE_GRADESCOPE_ROOT:-{root}}}"
 PYTHON="${{SCALEGRADE_PYTHON:-{venv}/bin/python}}"
-exec "$PYTHON" -m autograder.gradescope run --root "$ROOT"
+exec "$PYTHON" -m autograder.integrations.gradescope run --root "$ROOT"
 """
 
 
@@ -176,7 +176,7 @@ def build(
 
     The zip carries ``keys_dir`` as it is, checks included, verified first: Gradescope
     grades with exactly what local grading would.  ``extensions``: an extensions.csv
-    (:func:`autograder.lateness.read_extensions`), checked against the roster and shipped,
+    (:func:`autograder.semester.lateness.read_extensions`), checked against the roster and shipped,
     so that each submission's late penalty is ScaleGrade's, from its ``created_at``.
     """
     start = time.perf_counter()
@@ -306,11 +306,11 @@ def _failure(message: str, max_score: float = 0.0) -> dict[str, Any]:
 
 def grade_submission(root: Path) -> dict[str, Any]:
     """results.json's document for the submission under ``root`` (a Gradescope tree)."""
-    from autograder import lateness, outputs
-    from autograder.batch import reveal_now
-    from autograder.gradebook import result_to_json
+    from autograder.grading.submission import grade_one
     from autograder.sandbox import Limits, Sandbox
-    from autograder.submission import grade_one
+    from autograder.semester import lateness, outputs
+    from autograder.semester.batch import reveal_now
+    from autograder.semester.gradebook import result_to_json
 
     source = root / "source" / PACKAGE
     if os.geteuid() == 0:
@@ -408,7 +408,7 @@ def check(source: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.gradescope")
+    parser = argparse.ArgumentParser(prog="python -m autograder.integrations.gradescope")
     sub = parser.add_subparsers(dest="command", required=True)
     run_p = sub.add_parser("run", help="grade /autograder/submission (run_autograder)")
     run_p.add_argument("--root", default=os.environ.get(ROOT_ENV, DEFAULT_ROOT))

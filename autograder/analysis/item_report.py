@@ -1,6 +1,6 @@
 """The report's item analysis and fairness section, and the analysis of a gradebook's
-assignment that `scalegrade stats` prints (:mod:`autograder.item_analysis`,
-:mod:`autograder.fairness`)."""
+assignment that `scalegrade stats` prints (:mod:`autograder.analysis.item_analysis`,
+:mod:`autograder.analysis.fairness`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from autograder import plots
-from autograder.fairness import FAMILY_ALPHA, MIN_MINORITY, Fairness, attribute
-from autograder.item_analysis import EFFICIENCY_FLOOR, AssignmentStats, analyse
+from autograder.analysis import plots
+from autograder.analysis.fairness import FAMILY_ALPHA, MIN_MINORITY, Fairness, attribute
+from autograder.analysis.item_analysis import EFFICIENCY_FLOOR, AssignmentStats, analyse
 from contract import Key
 
 

@@ -6,8 +6,9 @@ its default classes release ScaleGrade's per-student notebooks instead; ``submit
 
 In ``nbgrader_config.py``::
 
-    c.ExchangeFactory.release_assignment = "autograder.nbgrader_exchange.ReleaseVariants"
-    c.ExchangeFactory.fetch_assignment = "autograder.nbgrader_exchange.FetchVariant"
+    exchange = "autograder.integrations.nbgrader_exchange"
+    c.ExchangeFactory.release_assignment = f"{exchange}.ReleaseVariants"
+    c.ExchangeFactory.fetch_assignment = f"{exchange}.FetchVariant"
 
 Course folder (``scalegrade generate ASSIGNMENT --out COURSE/scalegrade/NAME`` writes it;
 NAME is the assignment's name in nbgrader)::

@@ -1,6 +1,6 @@
 """Alembic's environment for the gradebook: run on the connection the gradebook opened.
 
-:meth:`autograder.gradebook.Gradebook.migrate` runs the migrations in ``versions/`` on
+:meth:`autograder.semester.gradebook.Gradebook.migrate` runs the migrations in ``versions/`` on
 its own connection; there is no alembic.ini and no URL here.
 """
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 import contract
-from autograder.checks import Checks, ChecksError
+from autograder.grading.checks import Checks, ChecksError
 from autograder.sandbox import Plan, Probe
 from contract import Key, KeyFileError, Ledger, Release
 

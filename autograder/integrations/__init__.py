@@ -1,0 +1,2 @@
+"""The tools instructors already use: Gradescope's autograder package, nbgrader's
+exchange and gradebook."""
