@@ -69,7 +69,7 @@ class Policy(_Model):
 
     ecf: bool = True  # error carried forward along the answer graph
     ecf_credit: float = Field(default=0.8, ge=0, le=1)  # share of the points carried earns
-    # lateness (autograder.lateness): each started day late costs this share of the score
+    # lateness (autograder.semester.lateness): each started day late costs this share of the score
     # earned, or each started hour 1/24 of it (late_charge: hour); later than
     # late_days_max days, nothing is earned; a student's late_days_pool free days, shared
     # by the course's assignments, are spent first, in submission order
