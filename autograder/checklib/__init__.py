@@ -34,10 +34,13 @@ from .grading import (
 )
 from .reading import count, is_slice_of, matrix, number, plain, shape_note, shown, slice_at, vector
 from .record import Record, error_text
+from .served import Draws, Logged
 from .stats import FALSE_FAIL, chi2_sf, chi2_test, two_sided_p
 
 __all__ = [
     "FALSE_FAIL",
+    "Draws",
+    "Logged",
     "Property",
     "Record",
     "Result",

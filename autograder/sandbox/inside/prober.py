@@ -24,6 +24,7 @@ import json
 import marshal
 import math
 import os
+import random
 import select
 import stat
 import sys
@@ -784,18 +785,34 @@ class Student:
             rec = rec.with_grad(gs, why or "the value carries no gradient")
         return rec
 
-    def calls(self, calls: list, seconds: float | None = None, keep: int | None = None) -> list:
-        """Many calls in one round trip (:meth:`map`), each as :meth:`call`'s record; one
-        by one when the batch as a whole fails (a value that is not data fails it), so
-        that each call gets its own error."""
+    def calls(
+        self,
+        calls: list,
+        seconds: float | None = None,
+        keep: int | None = None,
+        shuffle: bool = True,
+    ) -> list:
+        """Many calls in one round trip (:meth:`map`), each as :meth:`call`'s record, in
+        the order of ``calls``; one by one when the batch as a whole fails (a value that
+        is not data fails it), so that each call gets its own error.  ``shuffle``: S gets
+        the calls in an order drawn here from the system's entropy, so that state a
+        function keeps across calls cannot line up with what the check expects (a
+        stateless function answers the same in any order)."""
         from autograder.checklib.record import KEEP, Record
 
         keep = KEEP if keep is None else keep
+        order = list(range(len(calls)))
+        if shuffle:
+            random.SystemRandom().shuffle(order)
+        asked = [calls[i] for i in order]
         try:
-            answers = self.map(calls, seconds)
+            answers = [Record.of(a, keep=keep) for a in self.map(asked, seconds)]
         except Exception:  # noqa: BLE001 - the batch's answer; the calls one by one say why
-            return [self.call(*args, keep=keep) for args in calls]
-        return [Record.of(a, keep=keep) for a in answers]
+            answers = [self.call(*args, keep=keep) for args in asked]
+        records: list = [None] * len(calls)
+        for i, rec in zip(order, answers, strict=True):
+            records[i] = rec
+        return records
 
     def gradient(self, *args, **kwargs):
         """Call, then differentiate in S: (value, gradients, why there are none).  The

@@ -37,7 +37,16 @@ import math
 
 import numpy as np
 
-from autograder.checklib import FALSE_FAIL, Property, Result, check, shown, two_sided_p, vector
+from autograder.checklib import (
+    FALSE_FAIL,
+    Draws,
+    Property,
+    Result,
+    check,
+    shown,
+    two_sided_p,
+    vector,
+)
 
 ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
@@ -96,70 +105,6 @@ def cases(seed: int) -> dict:
 # --- probe (sandbox) -------------------------------------------------------------------------
 
 
-class Draws:
-    """The ``rng`` handed to the student: it stays in the probe process, and the student's
-    code gets a stub whose draws come back here, served from a generator seeded from the
-    grading seed and logged.  It has methods only (a data attribute would be copied to the
-    student's process): nothing of its state can be read there, so what is drawn is known
-    only once it is drawn, and the check reads each rollout's action off its draw."""
-
-    def __init__(self, seed_words: list[int], most: int):
-        self._gen = np.random.default_rng(seed_words)
-        self._served: list[np.ndarray] = []  # each draw's values, flattened, in order
-        self._left = most
-
-    def _count(self, size) -> None:
-        if size is None or type(size) is int:
-            dims = [1 if size is None else size]
-        elif isinstance(size, tuple | list) and all(type(x) is int for x in size[:9]):
-            dims = list(size)[:9]
-        else:
-            raise TypeError("size must be None, an int or a tuple of ints")
-        if len(dims) > 8 or min(dims, default=0) < 0:
-            raise ValueError("size: at most 8 dimensions, none negative")
-        if math.prod(dims) > self._left:
-            raise ValueError(f"rng serves at most {MOST_DRAWS} draws per rollout in all")
-        self._left -= math.prod(dims)
-
-    def _served_as(self, values):
-        self._served.append(np.asarray(values, dtype=np.float64).ravel())
-        return values
-
-    def random(self, size=None):
-        """Uniform draws in [0, 1), as NumPy's ``Generator.random``."""
-        self._count(size)
-        return self._served_as(self._gen.random(size))
-
-    def uniform(self, low=0.0, high=1.0, size=None):
-        """Uniform draws in [low, high), as NumPy's ``Generator.uniform``."""
-        low, high = float(low), float(high)
-        self._count(size)
-        return self._served_as(self._gen.uniform(low, high, size))
-
-    def binomial(self, n, p, size=None):
-        """Binomial draws, as NumPy's ``Generator.binomial`` (n = 1: Bernoulli(p))."""
-        if type(n) is not int:
-            raise TypeError("n must be an int")
-        self._count(size)
-        return self._served_as(self._gen.binomial(n, float(p), size))
-
-    def choice(self, a, size=None, replace=True, p=None):
-        """Draws among ``a`` (an int, or a few numbers), as NumPy's ``Generator.choice``."""
-        few = (list, tuple, np.ndarray)
-        if not (type(a) is int or isinstance(a, few) and np.ndim(a) == 1 and len(a) <= 16):
-            raise TypeError("a must be an int or a list of at most 16 numbers")
-        if not (p is None or isinstance(p, few) and np.ndim(p) == 1 and len(p) <= 16):
-            raise TypeError("p must be None or a list of at most 16 probabilities")
-        a = a if type(a) is int else [float(x) for x in a]
-        p = None if p is None else [float(x) for x in p]
-        self._count(size)
-        return self._served_as(self._gen.choice(a, size, bool(replace), p))
-
-    def _drawn(self) -> np.ndarray:
-        """Every value served, in order (here only: a method with _ is not offered)."""
-        return np.concatenate(self._served) if self._served else np.zeros(0)
-
-
 def _call(student, theta: float, b: float, n: int, draws: Draws) -> np.ndarray | str:
     """The student's n estimates as a float64 array, or why there are none."""
     rec = student.call(theta, b, n, draws)
@@ -209,7 +154,7 @@ def probe(student, seed: int, params: dict) -> dict:
 
     def run(theta: float, b: float, n: int):
         student.seed(next(streams))
-        draws = Draws([seed, 41, next(calls)], MOST_DRAWS * n)
+        draws = Draws([seed, 41, next(calls)], MOST_DRAWS * n, f"{MOST_DRAWS} draws per rollout")
         g = _call(student, theta, b, n, draws)
         return g, draws._drawn()
 
