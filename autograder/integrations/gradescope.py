@@ -55,7 +55,7 @@ EXTENSIONS = "extensions.csv"
 TORCH = "torch==2.13.0"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 VENV = "/opt/scalegrade"
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # zip entries' time: the package's bytes do not depend on when
 
 SETUP_SH = """#!/usr/bin/env bash
