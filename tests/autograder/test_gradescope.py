@@ -177,9 +177,11 @@ def test_the_zip_has_gradescope_layout(course):
     assert subprocess.run(["bash", "-n", "-c", setup]).returncode == 0
     assert "SCALEGRADE_GRADESCOPE_ROOT" in run_script and "/autograder" in run_script
     with zipfile.ZipFile(course / "wheel" / wheel) as whl:
-        assert {"autograder/sandbox/inside/harness.py", "autograder/integrations/gradescope.py", "costmodel/units.py"} <= set(
-            whl.namelist()
-        )
+        assert {
+            "autograder/sandbox/inside/harness.py",
+            "autograder/integrations/gradescope.py",
+            "costmodel/units.py",
+        } <= set(whl.namelist())
     assert (course / "autograder.zip").stat().st_size < 5 * 2**20
 
 
