@@ -332,7 +332,7 @@ def _residual_fit(x_t: np.ndarray, eps: np.ndarray, resid: np.ndarray) -> dict:
     return {"rss": rss, "dof": dof, "spread": spread, "wald": wald, "max": float(np.abs(r).max())}
 
 
-# checklib candidate: a two-sided chi-square test (a spread too small fails, as too large)
+# a two-sided chi-square test (a spread too small fails, as too large)
 def _two_sided(stat: float, dof: int) -> float:
     """P-value of a two-sided test of a χ²_dof statistic."""
     upper = chi2_sf(stat, dof)

@@ -252,7 +252,6 @@ def _verdicts(c: dict, rec: Record) -> list[Verdict]:
     return out
 
 
-# checklib candidate: a property that is one verdict per case (all hold, or the notes of all)
 @check("W is symmetric, doubly stochastic, 1/(degree + 1) on regular graphs", 2.0)
 def matrix_ok(vs: list[Verdict]):
     return judged(

@@ -249,7 +249,6 @@ def _restarts_ok(rec: Result, models: np.ndarray | None, h: int, t: int) -> tupl
     return True, ""
 
 
-# checklib candidate: a property that is one verdict per case (all hold, or the notes of all)
 @check("H = 1 is mini-batch SGD", 1.0)
 def synchronous(vs: list[Verdict]):
     return judged(

@@ -158,7 +158,7 @@ def _pairs(first: np.ndarray, second: np.ndarray, k: int) -> np.ndarray:
     return np.bincount(first * k + second, minlength=k * k)
 
 
-# checklib candidate: the p-value of independent chi-square statistics summed
+# the p-value of independent chi-square statistics summed
 def _combined(tests: list[tuple[float, int]]) -> tuple[float, int, float]:
     """Independent chi-square statistics summed: (χ², degrees of freedom, upper p-value)."""
     stat, dof = sum(s for s, _ in tests), sum(d for _, d in tests)
