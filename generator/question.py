@@ -178,11 +178,28 @@ class KnownWrong(_Model):
     """A mistake the author expects, and the points it should earn: the release check
     (``scalegrade/selfcheck.py``) grades the solution with ``replace`` applied (each key
     found once in the derived reference, replaced by its value) and warns when the checks
-    are harsher, or more lenient, than ``earns``."""
+    are harsher, or more lenient, than ``earns``: the points, or ``[low, high]`` where what
+    the variant earns depends on the seed (a statistic, an edge case drawn or not)."""
 
     name: str
     replace: dict[str, str] = Field(min_length=1)
-    earns: float = Field(ge=0)
+    earns: float | tuple[float, float]
+
+    @field_validator("earns")
+    @classmethod
+    def _a_range_of_points(cls, v):
+        low, high = (v, v) if isinstance(v, float | int) else v
+        if not 0 <= low <= high:
+            raise ValueError("earns is points >= 0, or [low, high] with 0 <= low <= high")
+        return v
+
+    @property
+    def range(self) -> tuple[float, float]:
+        return (self.earns, self.earns) if isinstance(self.earns, float | int) else self.earns
+
+    def shown(self) -> str:
+        low, high = self.range
+        return f"{low:g}" if low == high else f"{low:g} to {high:g}"
 
 
 class CodePart(_Model):
@@ -201,9 +218,9 @@ class CodePart(_Model):
     @model_validator(mode="after")
     def _earns_at_most_the_points(self) -> CodePart:
         for w in self.known_wrong:
-            if w.earns > self.points:
+            if w.range[1] > self.points:
                 raise ValueError(
-                    f"known_wrong {w.name!r} earns {w.earns:g}, more than the part's "
+                    f"known_wrong {w.name!r} earns {w.shown()}, more than the part's "
                     f"{self.points:g} points"
                 )
         if self.known_wrong and self.checks is None:

@@ -199,11 +199,13 @@ def _judged(q, c, j: int, wrong, graded: dict, students) -> list[str]:
             g.verdict for g in result.parts if g.question == q.id and g.verdict.part == c.id
         )
         earned = verdict.score or 0.0
-        if abs(earned - wrong.earns) > 1e-6 * max(1.0, verdict.points):
-            how = "harsher" if earned < wrong.earns else "more lenient"
+        low, high = wrong.range
+        slack = 1e-6 * max(1.0, verdict.points)
+        if not low - slack <= earned <= high + slack:
+            how = "harsher" if earned < low else "more lenient"
             out.append(
                 f"{q.folder / c.checks}: the checks are {how} than declared: known wrong "
                 f"{wrong.name!r} earns {earned:.3g} of {verdict.points:g} points for {s.id}, "
-                f"declared {wrong.earns:g} (question.yaml): {verdict.feedback}"
+                f"declared {wrong.shown()} (question.yaml): {verdict.feedback}"
             )
     return out

@@ -228,3 +228,19 @@ def test_a_cell_that_raised_shows_in_the_summary_and_the_report(tmp_path):
     report = (out / "report.html").read_text()
     section = report.split("<h2>Cells that raised an error</h2>")[1].split("<h2>")[0]
     assert "cem (" in section and "IndexError" in section
+
+
+def test_a_known_wrong_variant_earns_points_or_a_range_of_them():
+    """A variant whose points depend on the seed declares [low, high] (pass@k's plug-in)."""
+    import pytest
+    from pydantic import ValidationError
+
+    from generator.question import KnownWrong
+
+    one = KnownWrong(name="x", replace={"a": "b"}, earns=3.5)
+    assert one.range == (3.5, 3.5) and one.shown() == "3.5"
+    some = KnownWrong(name="x", replace={"a": "b"}, earns=[0.9, 1.4])
+    assert some.range == (0.9, 1.4) and some.shown() == "0.9 to 1.4"
+    for bad in ([1.4, 0.9], -1, [-1, 2]):
+        with pytest.raises(ValidationError):
+            KnownWrong(name="x", replace={"a": "b"}, earns=bad)
