@@ -30,6 +30,7 @@ from .grading import (
     judged,
     listed,
     notes,
+    per_case,
     share,
 )
 from .reading import count, is_slice_of, matrix, number, plain, shape_note, shown, slice_at, vector
@@ -59,6 +60,7 @@ __all__ = [
     "matrix",
     "notes",
     "number",
+    "per_case",
     "plain",
     "shape_note",
     "share",

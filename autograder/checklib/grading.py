@@ -94,6 +94,21 @@ def judged(verdicts: list, good: str, advice: str = "", most: int | None = None)
     return share(verdicts), notes(verdicts, most or len(verdicts)) + advice
 
 
+def per_case(name: str, weight: float, good: str, advice: str = "", most: int | None = None):
+    """A property judged on one verdict per case (:func:`judged`): ``per_case(...)`` is a
+    property function of the list of verdicts, declared in one statement::
+
+        symmetric = per_case("W is symmetric", 2.0, "W is symmetric.", " W must be ...")
+        props = [symmetric([expect_close(...) for case in cases]), ...]
+    """
+
+    @check(name, weight)
+    def graded(verdicts: list) -> tuple[float, str]:
+        return judged(verdicts, good, advice, most)
+
+    return graded
+
+
 def listed(lines: list[str], most: int = 3, sep: str = "; ") -> str:
     """The first ``most`` lines, joined, with how many more there are."""
     more = f" (and {len(lines) - most} more)" if len(lines) > most else ""

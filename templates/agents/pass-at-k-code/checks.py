@@ -96,9 +96,12 @@ def _why(rec: Record, x: float | str | None) -> str:
     return f"returned {x:.10g}" if type(x) is float else f"returned {rec.type}, not a number ({x})"
 
 
-def _check(r: Result, cs: dict, group: str, rtol: float, atol: float) -> tuple[float, str]:
-    """The share of the student's values on ``group`` that match; a few lines saying which
-    do not (empty when all do)."""
+def _check(
+    r: Result, cs: dict, group: str, tol: tuple[float, float], good: str, advice: str
+) -> tuple[float, str]:
+    """The share of the student's values on ``group`` that match within ``tol`` (rtol,
+    atol); ``good``, or a few lines saying which do not, then ``advice``."""
+    rtol, atol = tol
     hits, notes = 0, []
     for rec, (n, c, k) in zip(r.records(group, len(cs[group])), cs[group], strict=True):
         x = _float(rec) if rec.ok else None
@@ -106,36 +109,39 @@ def _check(r: Result, cs: dict, group: str, rtol: float, atol: float) -> tuple[f
             hits += 1
         else:
             notes.append(f"n = {n}, c = {c}, k = {k}: {_why(rec, x)}")
-    return hits / len(cs[group]), listed(notes) + "." if notes else ""
+    return hits / len(cs[group]), listed(notes) + "." + advice if notes else good
 
 
 @check("equals 1 − C(n − c, k)/C(n, k)", 2.0)
 def values(r: Result, c: dict):
-    score, notes = _check(r, c, "values", RTOL, ATOL)
-    return score, notes + (
+    return _check(
+        r, c, "values", (RTOL, ATOL),
+        "Matches 1 − C(n − c, k)/C(n, k) on random (n, c, k).",
         " The unbiased estimator is 1 − C(n − c, k)/C(n, k), the probability that k of the n "
         "samples drawn without replacement hold a right one (Proposition 7.5), not "
-        "1 − (1 − c/n)^k."
-    ) if notes else "Matches 1 − C(n − c, k)/C(n, k) on random (n, c, k)."
+        "1 − (1 − c/n)^k.",
+    )  # fmt: skip
 
 
 @check("edge cases: 0 when c = 0, 1 when n − c < k", 1.0)
 def edges(r: Result, c: dict):
-    score, notes = _check(r, c, "edges", 0.0, 1e-12)
-    return score, notes + (
+    return _check(
+        r, c, "edges", (0.0, 1e-12),
+        "0 when c = 0; 1 when n − c < k (every k-subset holds a right sample).",
         " With c = 0 no draw succeeds (0); when n − c < k every k-subset holds a right sample "
-        "(1): return 1.0 before taking any logarithm or factor that vanishes (Proposition 7.5)."
-    ) if notes else "0 when c = 0; 1 when n − c < k (every k-subset holds a right sample)."
+        "(1): return 1.0 before taking any logarithm or factor that vanishes (Proposition 7.5).",
+    )  # fmt: skip
 
 
 @check("large n without overflow", 1.0)
 def huge(r: Result, c: dict):
-    score, notes = _check(r, c, "huge", HUGE_RTOL, HUGE_ATOL)
-    return score, notes + (
+    return _check(
+        r, c, "huge", (HUGE_RTOL, HUGE_ATOL),
+        "Accurate for n up to 20 000 and k up to 1000.",
         " C(n, k) exceeds the largest float (about 10^308) for such n and k: compute the ratio "
         "as the product Π (1 − k/i) over i = n − c + 1..n, or with exact integers, never "
-        "through floats of factorials."
-    ) if notes else "Accurate for n up to 20 000 and k up to 1000."
+        "through floats of factorials.",
+    )  # fmt: skip
 
 
 @check("unbiased: averages to 1 − (1 − p)^k", 1.0)

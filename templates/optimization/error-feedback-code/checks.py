@@ -32,17 +32,7 @@ import math
 
 import numpy as np
 
-from autograder.checklib import (
-    Property,
-    Record,
-    Result,
-    Verdict,
-    check,
-    notes,
-    plain,
-    share,
-    vector,
-)
+from autograder.checklib import Property, Record, Result, Verdict, check, per_case, plain, vector
 
 ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
@@ -221,31 +211,30 @@ def _verdicts(i: int, c: dict, rec: Record) -> tuple[Verdict, Verdict, Verdict]:
     return count, choice, memory
 
 
-@check("exactly k entries sent", 1.0)
-def count_sent(vs: list[Verdict]):
-    if all(vs):
-        return 1.0, "Each call sends exactly k nonzero entries."
-    return share(vs), notes(vs, len(vs)) + " Top-k sends exactly k of the d coordinates (§4.2)."
+count_sent = per_case(
+    "exactly k entries sent",
+    1.0,
+    "Each call sends exactly k nonzero entries.",
+    " Top-k sends exactly k of the d coordinates (§4.2).",
+)
 
 
-@check("the k largest |grad + memory| are sent", 2.0)
-def largest_sent(vs: list[Verdict]):
-    if all(vs):
-        return 1.0, "The entries sent are the k largest |grad + memory|, with their values."
-    return share(vs), notes(vs, len(vs)) + (
-        " Compress v = grad + memory, not grad alone, and rank the entries by magnitude |v_i|:"
-        " negative entries count too (Code 4.9)."
-    )
+largest_sent = per_case(
+    "the k largest |grad + memory| are sent",
+    2.0,
+    "The entries sent are the k largest |grad + memory|, with their values.",
+    " Compress v = grad + memory, not grad alone, and rank the entries by magnitude |v_i|:"
+    " negative entries count too (Code 4.9).",
+)
 
 
-@check("the memory keeps what was not sent", 2.0)
-def memory_kept(vs: list[Verdict]):
-    if all(vs):
-        return 1.0, "new_memory = grad + memory − compressed: nothing is lost."
-    return share(vs), notes(vs, len(vs)) + (
-        " Error feedback remembers exactly what it did not send, e ← v − C(v), so that"
-        " compressed + new_memory = grad + memory (Theorem 4.8)."
-    )
+memory_kept = per_case(
+    "the memory keeps what was not sent",
+    2.0,
+    "new_memory = grad + memory − compressed: nothing is lost.",
+    " Error feedback remembers exactly what it did not send, e ← v − C(v), so that"
+    " compressed + new_memory = grad + memory (Theorem 4.8).",
+)
 
 
 @check("converges where top-k without memory stalls", 3.0)

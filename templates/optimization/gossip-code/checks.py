@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from autograder.checklib import Property, Record, Result, Verdict, check, judged
+from autograder.checklib import Property, Record, Result, Verdict, per_case
 
 ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
@@ -252,45 +252,41 @@ def _verdicts(c: dict, rec: Record) -> list[Verdict]:
     return out
 
 
-@check("W is symmetric, doubly stochastic, 1/(degree + 1) on regular graphs", 2.0)
-def matrix_ok(vs: list[Verdict]):
-    return judged(
-        vs,
-        "W is a symmetric, doubly stochastic gossip matrix of each graph.",
-        " Proposition 4.14 needs W symmetric and doubly stochastic, with weights on the "
-        "graph's edges only; on the ring and the torus, 1/(degree + 1) (Example 4.15, "
-        "Exercise 10).",
-    )
+matrix_ok = per_case(
+    "W is symmetric, doubly stochastic, 1/(degree + 1) on regular graphs",
+    2.0,
+    "W is a symmetric, doubly stochastic gossip matrix of each graph.",
+    " Proposition 4.14 needs W symmetric and doubly stochastic, with weights on the "
+    "graph's edges only; on the ring and the torus, 1/(degree + 1) (Example 4.15, "
+    "Exercise 10).",
+)
 
 
-@check("λ is the second-largest eigenvalue modulus of W", 1.0)
-def lambda_ok(vs: list[Verdict]):
-    return judged(
-        vs,
-        "λ is the second-largest |eigenvalue| of W.",
-        " λ = max |μ| over the eigenvalues μ of W other than the eigenvalue 1 of the "
-        "consensus (Proposition 4.14).",
-    )
+lambda_ok = per_case(
+    "λ is the second-largest eigenvalue modulus of W",
+    1.0,
+    "λ is the second-largest |eigenvalue| of W.",
+    " λ = max |μ| over the eigenvalues μ of W other than the eigenvalue 1 of the "
+    "consensus (Proposition 4.14).",
+)
 
 
-@check("rounds to divide the disagreement by 1/ε", 2.0)
-def rounds_ok(vs: list[Verdict]):
-    return judged(
-        vs,
-        "The rounds match a simulation of x ← W x, within the bound of Proposition 4.14.",
-        " Count the rounds x ← W x, from 0, until ‖x − x̄‖ ≤ ε‖x₀ − x̄‖; Proposition 4.14 "
-        "only bounds them by ⌈ln(1/ε)/ln(1/λ)⌉ (Exercise 10).",
-    )
+rounds_ok = per_case(
+    "rounds to divide the disagreement by 1/ε",
+    2.0,
+    "The rounds match a simulation of x ← W x, within the bound of Proposition 4.14.",
+    " Count the rounds x ← W x, from 0, until ‖x − x̄‖ ≤ ε‖x₀ − x̄‖; Proposition 4.14 "
+    "only bounds them by ⌈ln(1/ε)/ln(1/λ)⌉ (Exercise 10).",
+)
 
 
-@check("gossip keeps the mean and reaches it within ε", 1.0)
-def mean_ok(vs: list[Verdict]):
-    return judged(
-        vs,
-        "x_out keeps the mean of x and is within ε of the consensus.",
-        " A doubly stochastic W keeps the mean: 1ᵀW x = 1ᵀx, so gossip converges to the "
-        "average x̄ (Proposition 4.14).",
-    )
+mean_ok = per_case(
+    "gossip keeps the mean and reaches it within ε",
+    1.0,
+    "x_out keeps the mean of x and is within ε of the consensus.",
+    " A doubly stochastic W keeps the mean: 1ᵀW x = 1ᵀx, so gossip converges to the "
+    "average x̄ (Proposition 4.14).",
+)
 
 
 def grade(result: dict, seed: int, params: dict) -> list[Property]:

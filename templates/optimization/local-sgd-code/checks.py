@@ -23,16 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.checklib import (
-    Property,
-    Record,
-    Result,
-    Verdict,
-    check,
-    judged,
-    matrix,
-    plain,
-)
+from autograder.checklib import Property, Record, Result, Verdict, matrix, per_case, plain
 
 ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
@@ -249,46 +240,42 @@ def _restarts_ok(rec: Result, models: np.ndarray | None, h: int, t: int) -> tupl
     return True, ""
 
 
-@check("H = 1 is mini-batch SGD", 1.0)
-def synchronous(vs: list[Verdict]):
-    return judged(
-        vs,
-        "With H = 1, every worker ends at the point of mini-batch SGD, x ← x − η·mean of the p "
-        "gradients.",
-        " With H = 1, local SGD averages after every step, which is mini-batch SGD: x ← x − "
-        "η·mean of the p gradients, each at the common model (§4.3).",
-    )
+synchronous = per_case(
+    "H = 1 is mini-batch SGD",
+    1.0,
+    "With H = 1, every worker ends at the point of mini-batch SGD, x ← x − η·mean of the p "
+    "gradients.",
+    " With H = 1, local SGD averages after every step, which is mini-batch SGD: x ← x − "
+    "η·mean of the p gradients, each at the common model (§4.3).",
+)
 
 
-@check(ROUNDS, 2.0)
-def rounds(vs: list[Verdict]):
-    return judged(
-        vs,
-        "average is called ⌊T/H⌋ times, after local steps H, 2H, … of every worker, on the "
-        "workers' models.",
-        " Local SGD communicates once after every H local steps (t mod H = 0), ⌊T/H⌋ times "
-        "in all, through average, given the p models the workers have just reached (§4.3).",
-    )
+rounds = per_case(
+    ROUNDS,
+    2.0,
+    "average is called ⌊T/H⌋ times, after local steps H, 2H, … of every worker, on the "
+    "workers' models.",
+    " Local SGD communicates once after every H local steps (t mod H = 0), ⌊T/H⌋ times "
+    "in all, through average, given the p models the workers have just reached (§4.3).",
+)
 
 
-@check("every worker restarts from the average", 1.0)
-def restarts(vs: list[Verdict]):
-    return judged(
-        vs,
-        "After each averaging all workers continue from the same model.",
-        " After a round every worker continues from its own copy of the average: "
-        "[avg.copy() for _ in range(p)], not [avg] * p updated in place (§4.3).",
-    )
+restarts = per_case(
+    "every worker restarts from the average",
+    1.0,
+    "After each averaging all workers continue from the same model.",
+    " After a round every worker continues from its own copy of the average: "
+    "[avg.copy() for _ in range(p)], not [avg] * p updated in place (§4.3).",
+)
 
 
-@check("matches local SGD on a quadratic", 2.0)
-def trajectory(vs: list[Verdict]):
-    return judged(
-        vs,
-        "With H > 1 the models after T steps match local SGD on the noisy quadratic.",
-        " Each worker steps with its own gradient at its own model, H steps between two "
-        "averagings, and a last incomplete segment ends without averaging (§4.3).",
-    )
+trajectory = per_case(
+    "matches local SGD on a quadratic",
+    2.0,
+    "With H > 1 the models after T steps match local SGD on the noisy quadratic.",
+    " Each worker steps with its own gradient at its own model, H steps between two "
+    "averagings, and a last incomplete segment ends without averaging (§4.3).",
+)
 
 
 def grade(result: dict, seed: int, params: dict) -> list[Property]:

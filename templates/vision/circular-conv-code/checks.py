@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.checklib import Property, Record, Result, Verdict, check, shape_note, share
+from autograder.checklib import Property, Record, Result, Verdict, check, judged, shape_note
 
 ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
 
@@ -167,18 +167,17 @@ def _rolled(base: np.ndarray, shifted: np.ndarray, shift, rtol: float = EQUIV_RT
 @check('matches conv2d with padding_mode="circular" (stride 1)', 2.0)
 def value(r: Result, c: dict):
     """Values, one channel, stride 1."""
-    oks, notes = [], []
+    verdicts = []
     for case, rec in zip(c["single"], r.parts("single", 2), strict=True):
         k, (h, w) = case["w"].shape[-1], case["x"].shape[1:]
-        oks.append(_matches(rec.record("plain"), reference(case["x"], case["w"])))
-        if not oks[-1]:
-            notes.append(f"k = {k}, {h}×{w} image: {oks[-1].why}.")
-    if all(oks):
-        return 1.0, "Your layer matches conv2d with circular padding for k = 3 and k = 5."
-    return share(oks), " ".join(notes) + (
+        ok = _matches(rec.record("plain"), reference(case["x"], case["w"]))
+        verdicts.append(ok or Verdict(False, f"k = {k}, {h}×{w} image: {ok.why}."))
+    return judged(
+        verdicts,
+        "Your layer matches conv2d with circular padding for k = 3 and k = 5.",
         " y[o, i, j] = Σ w[o, c, u, v] x[c, i + u − p, j + v − p] with p = (k − 1)/2 and "
         "indices modulo H and W: a cross-correlation (no kernel flip), with the image "
-        "wrapped around, not padded with zeros (def. 1.7)."
+        "wrapped around, not padded with zeros (def. 1.7).",
     )
 
 
@@ -199,24 +198,23 @@ def channels(r: Result, c: dict):
 @check("commutes with torch.roll at stride 1 (prop. 1.8)", 2.0)
 def roll(r: Result, c: dict):
     """Equivariance at stride 1, on the student's own outputs (from processes apart)."""
-    oks, notes = [], []
+    verdicts = []
     for case, rec in zip(c["single"], r.parts("single", 2), strict=True):
         shape = reference(case["x"], case["w"]).shape
         base, why = _image(rec.record("base"), shape)
         moved, why2 = _image(rec.record("shifted"), shape)
         if base is None or moved is None:
-            oks.append(False)
-            notes.append(f"shift {case['shift']}: {why or why2}.")
-            continue
-        oks.append(_rolled(base, moved, case["shift"]))
-        if not oks[-1]:
-            notes.append(f"shift {case['shift']}: f(roll(x)) ≠ roll(f(x)).")
-    if all(oks):
-        return 1.0, "Shifting the input by torch.roll shifts your output by the same amount."
-    return share(oks), " ".join(notes) + (
+            verdicts.append(Verdict(False, f"shift {case['shift']}: {why or why2}."))
+        elif not _rolled(base, moved, case["shift"]):
+            verdicts.append(Verdict(False, f"shift {case['shift']}: f(roll(x)) ≠ roll(f(x))."))
+        else:
+            verdicts.append(Verdict(True))
+    return judged(
+        verdicts,
+        "Shifting the input by torch.roll shifts your output by the same amount.",
         " With circular padding every output uses the same k × k neighbourhood, taken "
         "modulo the image size, so the layer commutes with cyclic shifts (prop. 1.8, "
-        "Ex. 8(b)); zero padding breaks this at the borders."
+        "Ex. 8(b)); zero padding breaks this at the borders.",
     )
 
 

@@ -60,3 +60,14 @@ def test_a_result_of_any_shape_reads_as_absent_records():
 def test_share_and_notes_summarise_verdicts():
     vs = [expect_close(_rec([1.0]), [1.0], "a"), expect_close(_rec([2.0]), [1.0], "b")]
     assert share(vs) == 0.5 and notes(vs) == "b is off by a relative error of 1"
+
+
+def test_a_property_of_one_verdict_per_case_is_declared_in_one_statement():
+    from autograder.checklib import Verdict, per_case
+
+    symmetric = per_case("W is symmetric", 2.0, "W is symmetric.", " Make W = Wᵀ.")
+    assert symmetric([Verdict(True), Verdict(True)]) == Property(
+        "W is symmetric", 2.0, 1.0, "W is symmetric."
+    )
+    half = symmetric([Verdict(True), Verdict(False, "ring: W[0, 1] ≠ W[1, 0].")])
+    assert (half.score, half.message) == (0.5, "ring: W[0, 1] ≠ W[1, 0]. Make W = Wᵀ.")
