@@ -24,6 +24,7 @@ each here), and a grader that dies still loses nothing committed.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -468,10 +469,15 @@ class Gradebook:
         key_sha256: str | None = None,
         checks: dict[str, str] | None = None,
         policy: Policy | None = None,
+        within: Callable[[Session, int], None] | None = None,
     ) -> tuple[dict[str, Any], list[Moved]]:
         """Append the attempt and make it the student's current result.  Return their
         standing, and what changed of their other standings (a late-day pool spent
-        anew); ``doc``: the result's :func:`result_to_json`, where made already."""
+        anew); ``doc``: the result's :func:`result_to_json`, where made already.
+
+        ``within(session, attempt_id)`` runs in the same transaction once the attempt has
+        its id: what else must be written with it or not at all (the platform's queue
+        marks its job done there); an exception from it records nothing."""
         doc = result_to_json(result) if doc is None else doc
         raw = json.dumps(doc, sort_keys=True)
         now = _now()
@@ -499,6 +505,8 @@ class Gradebook:
             )
             s.add(attempt)
             s.flush()
+            if within is not None:
+                within(s, attempt.id)
             old = s.scalar(
                 select(Submission.id).where(
                     Submission.assignment == assignment,

@@ -90,7 +90,7 @@ def identity_note(result: Result) -> str:
 
 # --- feedback page -------------------------------------------------------------------
 
-_STYLE = """body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;color:#111;
+STYLE = """body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;color:#111;
 line-height:1.45}table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;
 padding:.35rem .5rem;text-align:left;vertical-align:top}.correct{color:#146c2e}
 .carried{color:#8a5a00}.misconception,.wrong,.wrong_unit,.missing,.unreadable{color:#a1131b}.pending{color:#555}
@@ -104,6 +104,17 @@ def feedback_html(result: Result, *, title: str, solutions: dict[str, str] | Non
     ``solutions`` maps a question to its worked solution as HTML, rendered by the generator
     from the instructor's answer graph (trusted content; student text is always escaped).
     """
+    return (
+        f"<!doctype html><html lang=en><meta charset=utf-8><title>{html.escape(title)}</title>"
+        f"<style>{STYLE}</style><h1>{html.escape(title)}</h1>"
+        + feedback_body(result, solutions=solutions)
+        + "</html>\n"
+    )
+
+
+def feedback_body(result: Result, *, solutions: dict[str, str] | None) -> str:
+    """The feedback itself, without its page: the score, the run's problems, and the table
+    of parts (what :func:`feedback_html` and the platform's feedback page both show)."""
     rows = []
     by_question: dict[int, list] = defaultdict(list)
     for g in result["parts"]:
@@ -111,7 +122,8 @@ def feedback_html(result: Result, *, title: str, solutions: dict[str, str] | Non
     for index in sorted(by_question):
         parts = by_question[index]
         rows.append(
-            f"<tr><th colspan=4>Question {index}. {html.escape(parts[0]['title'])}</th></tr>"
+            f"<tr><th colspan=4 scope=rowgroup>Question {index}. "
+            f"{html.escape(parts[0]['title'])}</th></tr>"
         )
         for g in parts:
             v = g["verdict"]
@@ -138,12 +150,9 @@ def feedback_html(result: Result, *, title: str, solutions: dict[str, str] | Non
     cells = "".join(f"<li>{html.escape(e)}</li>" for e in result["cell_errors"])
     cells = f"<p>Cells that raised an error:</p><ul>{cells}</ul>" if cells else ""
     return (
-        f"<!doctype html><html lang=en><meta charset=utf-8><title>{html.escape(title)}</title>"
-        f"<style>{_STYLE}</style><h1>{html.escape(title)}</h1>"
         f"<p class=score>{result['score']:g} / {result['max_score']:g} points</p>{error}{cells}"
-        "<table><tr><th>part</th><th>your answer</th><th>score</th><th>feedback</th></tr>"
-        + "".join(rows)
-        + "</table></html>\n"
+        "<table><tr><th scope=col>part</th><th scope=col>your answer</th>"
+        "<th scope=col>score</th><th scope=col>feedback</th></tr>" + "".join(rows) + "</table>"
     )
 
 
@@ -316,7 +325,7 @@ def instructor_report(
 
     return (
         f"<!doctype html><html lang=en><meta charset=utf-8><title>{html.escape(title)}</title>"
-        f"<style>{_STYLE}</style><h1>{html.escape(title)}</h1>"
+        f"<style>{STYLE}</style><h1>{html.escape(title)}</h1>"
         f"<p>{n} submissions; mean {mean:.1f} / {maximum:g}; "
         f"{len(errors)} could not be run"
         + (f"; checks failed {sum(broken.values())} times" if broken else "")
