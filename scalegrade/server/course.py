@@ -29,6 +29,7 @@ class Served:
 
     folder: Path  # COURSE/<folder>
     keys: Keys
+    stamp: tuple = ()  # of its keys' files when read (:func:`keys_stamp`)
 
     @property
     def release(self) -> Release:
@@ -49,6 +50,20 @@ class Served:
         return path if student_id in self.keys and path.is_file() else None
 
 
+def keys_stamp(keys_dir: Path) -> tuple:
+    """What changes when `scalegrade rekey` or `reseed` writes a keys folder: each file's
+    name, size and modification time."""
+    return tuple(
+        sorted((p.name, st.st_size, st.st_mtime_ns) for p in keys_dir.iterdir()
+               if p.is_file() and (st := p.stat())))  # fmt: skip
+
+
+def _read(folder: Path) -> Served:
+    keys_dir = folder / "keys"
+    stamp = keys_stamp(keys_dir)
+    return Served(folder, Keys(keys_dir), stamp)
+
+
 def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-")
 
@@ -63,7 +78,7 @@ class Course:
         for marker in sorted(self.root.glob("*/keys/assignment.json")):
             folder = marker.parent.parent
             try:
-                served = Served(folder, Keys(marker.parent))
+                served = _read(folder)
             except KeyFileError as err:
                 problems.append(f"{folder}: {err}")
                 continue
@@ -79,6 +94,23 @@ class Course:
                 "`scalegrade generate ASSIGNMENT --out COURSE/NAME` writes one)"
             )
         self.assignments = found
+
+    def refresh(self) -> list[str]:
+        """Read again the assignments whose keys changed since (a rekey, a reseed): the
+        names read again.  A keys folder that no longer reads keeps what was read before,
+        and the error is raised once the others are read."""
+        changed, problems = [], []
+        for name, served in list(self.assignments.items()):
+            try:
+                if keys_stamp(served.folder / "keys") == served.stamp:
+                    continue
+                self.assignments[name] = _read(served.folder)
+                changed.append(name)
+            except (OSError, KeyFileError) as err:
+                problems.append(f"{served.folder}: {err}")
+        if problems:
+            raise CourseError("\n".join(problems))
+        return changed
 
     def by_slug(self, name: str) -> Served | None:
         return next((s for s in self.assignments.values() if s.slug == name), None)

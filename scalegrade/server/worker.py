@@ -32,7 +32,7 @@ from autograder.semester.submitted_at import SubmittedAt
 from contract import KeyFileError
 from scalegrade.server import store
 from scalegrade.server.config import ServeConfig
-from scalegrade.server.course import Course
+from scalegrade.server.course import Course, CourseError
 from scalegrade.server.queue import MAX_TRIES, Claimed, LostJob, Queue
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,12 @@ class Worker:
 
     def _result(self, job: Claimed):
         """The job's result (an error result when it cannot be graded), its submission
-        time, notebook and key."""
+        time, notebook and key, with the keys as they are now (re-read after a rekey or
+        a reseed)."""
+        try:
+            self.course.refresh()
+        except CourseError as err:
+            log.error("%s (grading with the keys read before)", err)
         when = SubmittedAt(datetime.fromisoformat(job.submitted_at), TIME_SOURCE)
         path = self.config.data_dir / job.upload
         served = self.course.assignments.get(job.assignment)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from scalegrade.server.app import platform
+from scalegrade.server.course import CourseError
 from scalegrade.server.security import Who, csrf_token, who
+
+log = logging.getLogger(__name__)
 
 
 def signed_in(request: Request) -> Who | None:
@@ -24,6 +29,10 @@ def require(request: Request, *roles: str) -> Who:
     """The signed-in account, if its role is one of ``roles``; else to the sign-in page
     (nobody signed in) or 403."""
     account = signed_in(request)
+    try:
+        platform(request).course.refresh()  # keys a rekey or a reseed wrote since
+    except CourseError as err:
+        log.error("%s (serving the keys read before)", err)
     if account is None:
         raise Redirect(f"/signin?next={request.url.path}")
     if account.role not in roles:
