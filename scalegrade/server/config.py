@@ -40,6 +40,7 @@ class ServeConfig(BaseModel):
     scheduler: str | None = None  # the Dask scheduler, for executor = "dask"
     image: str | None = None
     timeout: float = Field(120.0, gt=0)  # wall seconds per submission
+    lease_seconds: float = Field(30.0, ge=1)  # a dead worker's job is graded again after it
     upload_max_bytes: int = Field(8 * 2**20, ge=1024)
     uploads_per_minute: int = Field(6, ge=1)  # per student
     secure_cookies: bool | None = None  # None: when public_url is https

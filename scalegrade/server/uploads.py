@@ -1,8 +1,9 @@
 """An upload, checked before it is queued, and stored where nothing serves it.
 
 Checked: an ``.ipynb`` name, at most the configured bytes, a notebook nbformat can read,
-with this assignment's answer cells (ScaleGrade's metadata), and not the notebook as it
-was released (no answer given).  Nothing in it is run here; the sandbox runs it.
+of this assignment (its metadata, its answer cells), and not the notebook as it was
+released (no code cell changed or added: no answer given).  Nothing in it is run here;
+the sandbox runs it.
 
 Stored under ``DATA/uploads/<assignment>/<student>/``, made by this process only (0600, a
 name of the server's making, written then moved into place), before the job that names
@@ -42,6 +43,15 @@ def _answer_cells(doc: dict) -> dict[tuple, str]:
     return out
 
 
+def _code(doc: dict) -> list[str]:
+    """The sources of a notebook's code cells, in order (what runs when it is graded)."""
+    return [
+        "".join(c.get("source", "")) if isinstance(c.get("source"), list) else str(c.get("source"))
+        for c in doc.get("cells", [])
+        if isinstance(c, dict) and c.get("cell_type") == "code"
+    ]
+
+
 def check(filename: str, data: bytes, served: Served, student_id: str) -> None:
     """Raise :class:`UploadError` unless ``data`` is a notebook of this assignment with an
     answer in it."""
@@ -75,8 +85,8 @@ def check(filename: str, data: bytes, served: Served, student_id: str) -> None:
         )
     released = served.notebook(student_id)
     if released is not None:
-        given = _answer_cells(json.loads(released.read_text(encoding="utf-8")))
-        if mine == given:
+        as_released = json.loads(released.read_text(encoding="utf-8"))
+        if _code(doc) == _code(as_released):
             raise UploadError(
                 f"{filename} is your notebook as it was released: it holds no answer yet. "
                 "Fill in the answer cells, save, and upload it again."

@@ -73,7 +73,7 @@ class Worker:
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.book = Gradebook(config.db_url)
         store.migrate(self.book.engine)
-        self.queue = Queue(self.book.engine)
+        self.queue = Queue(self.book.engine, lease=config.lease_seconds)
         self.course = Course(config.course)
         self.course.record(self.book, config.data_dir)
         self.runner = runner or open_sandbox(config, self.course)
@@ -191,9 +191,21 @@ def main(config: ServeConfig, name: str | None = None) -> None:
         worker.close()
 
 
+def _die_with_the_server() -> None:
+    """SIGTERM when the server that started this worker dies, however it died (Linux's
+    PR_SET_PDEATHSIG): its job then finishes, or its lease runs out."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() == 1:  # the server died before that
+        sys.exit(0)
+
+
 if __name__ == "__main__":  # `scalegrade serve` starts each worker so
     from scalegrade.server.run import config_from_argv
 
+    _die_with_the_server()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     worker_name, worker_config = config_from_argv(sys.argv[1:])
     main(worker_config, worker_name)
