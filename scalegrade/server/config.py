@@ -89,17 +89,17 @@ def load(course: Path | None, file: Path | None = None, **given) -> ServeConfig:
     """The configuration: ``file`` (else COURSE/serve.toml if there), the environment, and
     ``given`` (the command's options; None: not given)."""
     settings: dict = {}
-    where = "the command"
+    source: dict[str, str] = {}  # setting -> where it was set
     if file is None and course is not None and (Path(course) / CONFIG_FILE).is_file():
         file = Path(course) / CONFIG_FILE
     if file is not None:
-        where = str(file)
         try:
             settings = tomllib.loads(Path(file).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as err:
             raise ConfigError(f"{file}: cannot read ({err})") from None
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"{file}: not TOML: {err}") from None
+        source = dict.fromkeys(settings, str(file))
         base = Path(file).resolve().parent
         for name in ("course", "data", "lti"):  # relative to the file
             if isinstance(settings.get(name), str):
@@ -108,8 +108,11 @@ def load(course: Path | None, file: Path | None = None, **given) -> ServeConfig:
         value = os.environ.get(ENV_PREFIX + name.upper())
         if value is not None:
             settings[name] = value
-            where = f"${ENV_PREFIX}{name.upper()}"
-    settings |= {k: v for k, v in given.items() if v is not None}
+            source[name] = f"${ENV_PREFIX}{name.upper()}"
+    for name, value in given.items():
+        if value is not None:
+            settings[name] = value
+            source[name] = f"--{name.replace('_', '-')}"
     if course is not None:
         settings["course"] = course
     if "course" not in settings:
@@ -119,4 +122,8 @@ def load(course: Path | None, file: Path | None = None, **given) -> ServeConfig:
     except ValidationError as err:
         first = err.errors()[0]
         name = ".".join(str(x) for x in first["loc"])
-        raise ConfigError(f"{where}: setting {name!r}: {first['msg']}") from None
+        where = source.get(name, str(file) if file else "the settings")
+        message = first["msg"].removeprefix("Value error, ")
+        if not name:
+            raise ConfigError(f"{where}: {message}") from None
+        raise ConfigError(f"{where}: setting {name!r}: {message}") from None
