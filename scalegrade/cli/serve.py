@@ -23,7 +23,7 @@ def _config(course: Path | None, config_file: Path | None, **given):
 
 def _needs_the_extra() -> None:
     try:
-        import multipart  # noqa: F401
+        import python_multipart  # noqa: F401
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as err:
