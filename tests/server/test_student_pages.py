@@ -7,6 +7,8 @@ import json
 import threading
 import time
 
+import pytest
+
 from scalegrade.server.worker import Worker
 from tests.server.site import csrf_of, post_form
 
@@ -90,3 +92,40 @@ def test_a_form_without_the_session_csrf_token_is_refused(site, submissions):
         r = s00.post(f"{HW1}/submit", data={"csrf": token}, files={"notebook": ("hw1.ipynb", data)})
         assert r.status_code == 403
     assert site.platform.queue.counts() == {}
+
+
+def _move_deadline(site, days: float) -> None:
+    """The instructor moves tdlsm/hw1's deadline to ``days`` from now (as `scalegrade
+    late --due` does)."""
+    from datetime import UTC, datetime, timedelta
+
+    due = datetime.now(UTC) + timedelta(days=days)
+    site.platform.book.change("tdlsm/hw1", by="prof", why="a test", due=due, policy=None)
+
+
+def test_lateness_is_applied_as_scalegrade_late_applies_it(site, config, submissions):
+    _move_deadline(site, -1.5)  # due a day and a half ago: two started days late
+    s07 = site.as_("s07")
+    assert _upload(s07, (submissions / "s07" / "hw1.ipynb").read_bytes()).status_code == 303
+    _graded(site, config)
+    standing = site.platform.book.result("tdlsm/hw1", "s07")
+    # courses.yaml's tdlsm policy: 10 % of the earned score per started day, 3 days at most
+    assert standing["late"]["penalty"] == pytest.approx(0.2)
+    assert standing["score"] == pytest.approx(0.8 * standing["earned"])
+    feedback = s07.get(f"{HW1}/feedback").text
+    assert "late" in feedback.lower()
+    assert "expected:" in feedback  # after the deadline the policy shows expected values
+
+
+def test_past_late_days_max_an_upload_is_refused_and_the_standing_kept(site, config, submissions):
+    s07 = site.as_("s07")
+    assert _upload(s07, (submissions / "s07" / "hw1.ipynb").read_bytes()).status_code == 303
+    _graded(site, config)
+    kept = site.platform.book.result("tdlsm/hw1", "s07")
+    _move_deadline(site, -4)  # late_days_max is 3
+    r = _upload(s07, (submissions / "s00" / "hw1.ipynb").read_bytes())
+    assert r.status_code == 403 and "accepted uploads until" in r.text
+    assert "Your earlier submission stands" in r.text
+    assert len(site.platform.queue.jobs_of("tdlsm/hw1", "s07")) == 1
+    assert site.platform.book.result("tdlsm/hw1", "s07")["earned"] == kept["earned"]
+    assert "Uploads are closed" in s07.get(HW1).text
