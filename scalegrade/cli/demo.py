@@ -50,6 +50,7 @@ def demo(bank_dir: Path | None, out: Path) -> None:
         regrade=False,
     )
     console.print(f"instructor report: {(out / 'grades' / 'report.html').resolve()}")
+    console.print(f"as a platform: scalegrade serve --course {out}", highlight=False)
 
 
 # Registered on `scalegrade` by scalegrade/cli/__init__.py.
