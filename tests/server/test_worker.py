@@ -62,3 +62,34 @@ def test_a_broken_sandbox_gives_the_job_back_and_records_nothing(site, config, s
     worker.close()
     assert queue.job(job).state == "queued" and queue.job(job).worker is None
     assert site.platform.book.attempts("tdlsm/hw1", "s00") == []
+
+
+def test_a_worker_can_run_its_sandboxes_on_a_dask_cluster(site, config, submissions):
+    """executor = "dask": the notebook runs on a real Dask LocalCluster's worker process;
+    the keys and the judging stay with the platform's worker, and the result is the one a
+    local sandbox gives."""
+    from distributed import LocalCluster
+
+    upload = config.data_dir / "uploads" / "s07.ipynb"
+    upload.parent.mkdir(parents=True)
+    upload.write_bytes((submissions / "s07" / "hw1.ipynb").read_bytes())
+    with LocalCluster(n_workers=1, processes=True, threads_per_worker=1,
+                      dashboard_address=":0") as cluster:  # fmt: skip
+        on_dask = config.model_copy(
+            update={"executor": "dask", "scheduler": cluster.scheduler_address}
+        )
+        worker = Worker(on_dask, "dask")
+        _job(site, "s07", "uploads/s07.ipynb")
+        worker.grade(site.platform.queue.claim("dask"))
+        worker.close()
+    remote = site.platform.book.result("tdlsm/hw1", "s07")
+    here = Worker(config, "local")
+    _job(site, "s07", "uploads/s07.ipynb")
+    here.grade(site.platform.queue.claim("local"))
+    here.close()
+    local = site.platform.book.result("tdlsm/hw1", "s07")
+    assert remote["error"] is None and remote["score"] > 0
+    strip = ("seconds", "late")  # how long it ran, and when it was uploaded
+    assert {k: v for k, v in remote.items() if k not in strip} == {
+        k: v for k, v in local.items() if k not in strip
+    }
