@@ -611,14 +611,15 @@ class Gradebook:
                 s.execute(insert(PartGrade), parts)
         return moved
 
-    def result(self, assignment: str, student_id: str) -> dict[str, Any]:
+    def result(self, assignment: str, student_id: str) -> dict[str, Any] | None:
+        """The student's standing on the assignment (None: nothing graded yet)."""
         with Session(self.engine) as s:
             raw = s.scalar(
                 select(Submission.result_json).where(
                     Submission.assignment == assignment, Submission.student_id == student_id
                 )
             )
-        return json.loads(raw)
+        return None if raw is None else json.loads(raw)
 
     def results(self, assignment: str) -> list[dict[str, Any]]:
         """Every student's standing on the assignment (as JSON documents), by student id."""

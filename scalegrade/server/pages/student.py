@@ -73,13 +73,6 @@ def _mine(request: Request, slug: str) -> tuple[str, Served, AssignmentRow]:
     return student, served, platform(request).book.assignment(served.name)
 
 
-def _standing(request: Request, name: str, student: str) -> dict | None:
-    try:
-        return platform(request).book.result(name, student)
-    except TypeError:  # no standing yet: json.loads(None)
-        return None
-
-
 async def assignments(request: Request):
     student = require(request, "student").login
     p = platform(request)
@@ -88,7 +81,7 @@ async def assignments(request: Request):
         if student not in served.keys:
             continue
         row = p.book.assignment(served.name)
-        standing = _standing(request, served.name, student)
+        standing = platform(request).book.result(served.name, student)
         rows.append((served, deadline(request, row, student), standing))
     return page(request, "student/assignments.html", rows=rows)
 
@@ -101,7 +94,7 @@ async def assignment(request: Request):
         "student/assignment.html",
         served=served,
         when=deadline(request, row, student),
-        standing=_standing(request, served.name, student),
+        standing=platform(request).book.result(served.name, student),
         job=next(iter(p.queue.jobs_of(served.name, student, limit=1)), None),
         cap_mib=p.config.upload_max_bytes / 2**20,
     )
@@ -153,7 +146,7 @@ async def status(request: Request):
     job = next(iter(p.queue.jobs_of(served.name, student, limit=1)), None)
     ahead = p.queue.ahead_of(job.id) if job is not None and job.state == "queued" else 0
     return page(request, "student/status.html", served=served, job=job, ahead=ahead,
-                standing=_standing(request, served.name, student))  # fmt: skip
+                standing=platform(request).book.result(served.name, student))  # fmt: skip
 
 
 def _shown(doc: dict, row: AssignmentRow, served: Served, student: str, when: Deadline):
@@ -167,7 +160,7 @@ def _shown(doc: dict, row: AssignmentRow, served: Served, student: str, when: De
 
 async def feedback(request: Request):
     student, served, row = _mine(request, request.path_params["slug"])
-    doc = _standing(request, served.name, student)
+    doc = platform(request).book.result(served.name, student)
     if doc is None:
         return refuse(request, 404, "Nothing graded yet: upload your notebook first.")
     return _feedback_page(request, served, row, student, doc, "Your standing")
@@ -202,9 +195,7 @@ def _at(iso: str | None, zone: str) -> str:
 async def history(request: Request):
     student, served, row = _mine(request, request.path_params["slug"])
     p = platform(request)
-    attempts = [
-        _line(a, row.timezone) for a in reversed(p.book.attempts(served.name, student))
-    ]
+    attempts = [_line(a, row.timezone) for a in reversed(p.book.attempts(served.name, student))]
     jobs = [j for j in p.queue.jobs_of(served.name, student, limit=100) if j.state != "done"]
     return page(request, "student/history.html", served=served, attempts=attempts,
                 jobs=[(j, _at(j.submitted_at, row.timezone)) for j in jobs])  # fmt: skip
