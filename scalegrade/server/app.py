@@ -95,8 +95,9 @@ def _guarded(routes: list) -> list:
 class _Headers:
     """Security headers on every response; a body over ``limit`` bytes refused unread."""
 
-    def __init__(self, app, limit: int, frame_ancestors: str):
-        self.app, self.limit = app, limit
+    def __init__(self, app, cap: int, frame_ancestors: str):
+        self.app, self.cap = app, cap
+        self.limit = cap + FORM_OVERHEAD
         self.headers = [
             (b"content-security-policy",
              f"default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
@@ -111,7 +112,8 @@ class _Headers:
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.limit:
             response = Response(
-                f"This upload is larger than the {self.limit // 2**20} MiB accepted.",
+                f"This upload is larger than the {self.cap / 2**20:g} MiB accepted: clear the "
+                "notebook's outputs (Edit > Clear all outputs), save, and upload it again.",
                 status_code=413,
             )
             return await response(scope, receive, send)
@@ -163,8 +165,7 @@ def create_app(config: ServeConfig) -> Starlette:
         routes=routes,
         exception_handlers={HTTPException: _refused},
         middleware=[
-            Middleware(_Headers, limit=config.upload_max_bytes + FORM_OVERHEAD,
-                       frame_ancestors=lms),
+            Middleware(_Headers, cap=config.upload_max_bytes, frame_ancestors=lms),
             Middleware(
                 SessionMiddleware,
                 secret_key=session_key(config.data_dir),
