@@ -30,7 +30,7 @@ from autograder.grading.grade import StudentResult
 from autograder.grading.keys import Keys
 from autograder.grading.submission import Ran, Runner, content_hash, judge, run_notebook
 from autograder.sandbox import clean_text
-from autograder.semester import outputs
+from autograder.semester import lms, outputs
 from autograder.semester.lateness import Extension
 from autograder.semester.submitted_at import SubmittedAt, submitted_at
 from contract import Key, KeyFileError, Policy, Release, times
@@ -165,9 +165,7 @@ def write_reports(
     the assignment's recorded changes, for the report), each on its own: one that cannot
     be written is a warning in ``warnings`` (logged when None), not an exception."""
     info = keys.release
-    roster = {
-        sid: {"name": k.student.name, "email": k.student.email} for sid, k in keys.all().items()
-    }
+    roster = lms.roster(keys.all())
 
     def report() -> str:
         signals = {r["student_id"]: r["copy_signals"] for r in results if r["copy_signals"]}

@@ -30,6 +30,11 @@ from contract import Policy, times
 
 DAY = 86400.0
 EXTENSION_COLUMNS = ("student_id", "assignment", "due", "extra_days", "granted_by", "reason")
+MAX_EXTRA_DAYS = 365  # longer is a typo, not an extension
+# The policy's settings applied here, the ones an instructor may change for an assignment
+# (`scalegrade late --set NAME=VALUE`, the course page's deadline form); the gradebook
+# checks each value against Policy.
+LATE_SETTINGS = tuple(name for name in Policy.model_fields if name.startswith("late_"))
 
 
 class ExtensionsError(ValueError):
@@ -65,6 +70,48 @@ class Extension:
         return f"Extension: {what}, granted by {self.granted_by} ({self.reason})."
 
 
+def extension(
+    student_id: str,
+    assignment: str,
+    *,
+    due: str,
+    extra_days: str,
+    granted_by: str,
+    reason: str,
+    zone: str,
+    where: str,
+) -> Extension:
+    """One extension as an instructor writes it (a row of ``extensions.csv``, the course
+    page's form), from the text typed: a new ``due`` time (without an offset: in ``zone``,
+    the course's) or ``extra_days`` (more than 0, at most :data:`MAX_EXTRA_DAYS`), exactly
+    one; who granted it, and why (the student reads it).  A problem raises
+    :class:`ExtensionsError`, its message starting with ``where`` (``extensions.csv:4``),
+    which becomes the extension's ``source``."""
+    student_id, assignment, due, extra_days, granted_by, reason = (
+        text.strip() for text in (student_id, assignment, due, extra_days, granted_by, reason)
+    )
+    if not student_id or not assignment:
+        raise ExtensionsError(f"{where}: give the student_id and the assignment (tdlsm/hw1)")
+    who = f"{where}: student {student_id}, {assignment}"
+    if bool(due) == bool(extra_days):
+        raise ExtensionsError(f"{who}: give a new due time or extra_days, exactly one")
+    if not granted_by:
+        raise ExtensionsError(f"{who}: say who granted it (a granted_by column, or --by NAME)")
+    if not reason:
+        raise ExtensionsError(f"{who}: say why (the reason column): it is shown to the student")
+    try:
+        at = times.parse(due, zone).isoformat() if due else None
+        days = float(extra_days) if extra_days else None
+    except (times.TimeError, ValueError) as err:
+        said = err if due else f"extra_days {extra_days!r} is not a number"
+        raise ExtensionsError(f"{who}: {said}") from None
+    if days is not None and not (0 < days <= MAX_EXTRA_DAYS):  # NaN too
+        raise ExtensionsError(
+            f"{who}: extra_days {extra_days} must be more than 0 and at most {MAX_EXTRA_DAYS}"
+        )
+    return Extension(student_id, assignment, at, days, granted_by, reason, where)
+
+
 def read_extensions(path: Path, zone: str, *, granted_by: str | None = None) -> list[Extension]:
     """``extensions.csv``: ``student_id,assignment`` and ``due`` or ``extra_days``, with
     ``granted_by`` (or ``granted_by`` given here) and ``reason``.  Every problem of the
@@ -86,39 +133,29 @@ def read_extensions(path: Path, zone: str, *, granted_by: str | None = None) -> 
     out, problems, seen = [], [], {}
     for n, row in enumerate(reader, start=2):
         cell = {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
-        where = f"{path}:{n}"
-        who = f"{where}: student {cell.get('student_id') or '?'}, {cell.get('assignment') or '?'}"
-        if not cell.get("student_id") or not cell.get("assignment"):
-            problems.append(f"{where}: give the student_id and the assignment (tdlsm/hw1)")
-            continue
-        due, extra = cell.get("due", ""), cell.get("extra_days", "")
-        by = cell.get("granted_by") or granted_by or ""
-        if bool(due) == bool(extra):
-            problems.append(f"{who}: give a new due time or extra_days, exactly one")
-            continue
-        if not by:
-            problems.append(f"{who}: say who granted it (a granted_by column, or --by NAME)")
-            continue
-        if not cell.get("reason"):
-            problems.append(f"{who}: say why (the reason column): it is shown to the student")
-            continue
         try:
-            at = times.parse(due, zone).isoformat() if due else None
-            days = float(extra) if extra else None
-        except (times.TimeError, ValueError) as err:
-            problems.append(f"{who}: {err if due else f'extra_days {extra!r} is not a number'}")
+            granted = extension(
+                cell.get("student_id", ""),
+                cell.get("assignment", ""),
+                due=cell.get("due", ""),
+                extra_days=cell.get("extra_days", ""),
+                granted_by=cell.get("granted_by") or granted_by or "",
+                reason=cell.get("reason", ""),
+                zone=zone,
+                where=f"{path}:{n}",
+            )
+        except ExtensionsError as err:
+            problems.append(str(err))
             continue
-        if days is not None and not (0 < days <= 365):
-            problems.append(f"{who}: extra_days {extra} must be more than 0 and at most 365")
-            continue
-        pair = (cell["student_id"], cell["assignment"])
+        pair = (granted.student_id, granted.assignment)
         if pair in seen:
-            problems.append(f"{who}: also on line {seen[pair]}; keep one row per student")
+            problems.append(
+                f"{granted.source}: student {granted.student_id}, {granted.assignment}: also on "
+                f"line {seen[pair]}; keep one row per student"
+            )
             continue
         seen[pair] = n
-        out.append(
-            Extension(cell["student_id"], cell["assignment"], at, days, by, cell["reason"], where)
-        )
+        out.append(granted)
     if problems:
         raise ExtensionsError("\n".join(problems))
     return out

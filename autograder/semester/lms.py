@@ -29,7 +29,10 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from contract import Key
 
 Result = dict[str, Any]  # a result document, as the gradebook stores it
 Roster = Mapping[str, Mapping[str, str]]  # student id -> {"name": ..., "email": ...}
@@ -222,6 +225,12 @@ def read(path: Path) -> LmsExport:
 
 
 # --- matching rows to the roster -----------------------------------------------------
+
+
+def roster(keys: Mapping[str, Key]) -> dict[str, dict[str, str]]:
+    """The roster the exports fill their identities from: each student's name and email,
+    as the released keys hold them (``Keys.all()``, ``contract.read_keys``)."""
+    return {sid: {"name": k.student.name, "email": k.student.email} for sid, k in keys.items()}
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ free-response parts, and code parts without checks): the student's answer, the r
 the points, and empty ``score`` and ``comment`` columns.  ``scalegrade marks import``
 reads it back: every problem of the sheet is reported at once (file, line, student,
 part, the fix) and a bad sheet records nothing.  Rows left without a score are not
-marked yet, and are skipped.
+marked yet, and are skipped.  The platform's marking page (`scalegrade serve`) gives
+marks one at a time, checked by the same :func:`check`.
 
 A mark is kept with who gave it, when, and the SHA-256 of the answer it marked.  It
 applies to the student's standing for as long as the answer is the same: a regrade of
@@ -64,7 +65,8 @@ def marked_by_person(verdict: dict[str, Any]) -> bool:
     return verdict["status"] in ("pending", "marked")
 
 
-def _rubrics(key: Key | None) -> dict[tuple[str, str], str]:
+def rubrics(key: Key | None) -> dict[tuple[str, str], str]:
+    """The rubric of each part a person grades, by (question, part), from a student's key."""
     if key is None:
         return {}
     return {(q.id, r.id): r.rubric for q in key.questions for r in q.free_response}
@@ -78,7 +80,7 @@ def sheet(assignment: str, results: list[dict], keys: dict[str, Key]) -> str:
     w.writerow(COLUMNS)
     for r in results:
         key = keys.get(r["student_id"])
-        rubric = _rubrics(key)
+        rubric = rubrics(key)
         for g in r["parts"]:
             v = g["verdict"]
             if not marked_by_person(v):
@@ -100,9 +102,92 @@ def sheet(assignment: str, results: list[dict], keys: dict[str, Key]) -> str:
     return out.getvalue()
 
 
+@dataclass(frozen=True)
+class Given:
+    """One mark as a marker gave it, not checked yet: a row of the sheet, or the platform's
+    marking form."""
+
+    assignment: str
+    student_id: str
+    question: str
+    part: str
+    score: str  # as typed: "1.5", "1,5"
+    comment: str
+    answer_sha256: str  # of the answer the marker read (:func:`answer_digest`)
+    source: str  # where it was given: "marks.csv:7"
+
+
+@dataclass(frozen=True)
+class Fixes:
+    """How a marker puts right what :func:`check` refuses, in the words of where the mark
+    was given (the sheet, a form)."""
+
+    part: str  # the part is not one a person grades
+    answer: str  # the answer read is not the one graded now
+    twice: str  # the part was marked twice
+
+
+SHEET = Fixes(
+    part="keep the exported rows",
+    answer="(edited in the sheet, or the student submitted again since): export the sheet again",
+    twice="keep one row per part",
+)
+
+
+def check(
+    given: Given,
+    standings: dict[str, dict[str, dict]],
+    *,
+    marker: str,
+    seen: dict[tuple[str, str, str, str], str],
+    here: str = "",
+    fixes: Fixes = SHEET,
+) -> Mark:
+    """``given`` as a mark by ``marker``, checked against the standings it was given on
+    (assignment -> student -> standing): a part a person grades, a score that is a finite
+    number from 0 to the part's points, the answer the marker read still the one graded,
+    and the part not marked twice (``seen``: (assignment, student, question, part) -> the
+    words saying where it was marked already; this mark is added to it, named ``here``).
+    Raise :class:`MarksError` with the problem (not where it was given: the caller says)."""
+    aid, sid, qid, pid = given.assignment, given.student_id, given.question, given.part
+    raw = given.score.strip()
+    standing = standings.get(aid, {}).get(sid)
+    if aid not in standings:
+        raise MarksError(f"no graded assignment {aid!r} in the gradebook")
+    if standing is None:
+        raise MarksError(f"no graded submission of this student in {aid}")
+    verdict = next(
+        (
+            g["verdict"]
+            for g in standing["parts"]
+            if g["question"] == qid and g["verdict"]["part"] == pid
+        ),
+        None,
+    )
+    if verdict is None or not marked_by_person(verdict):
+        raise MarksError(f"no such part graded by a person; {fixes.part}")
+    try:
+        score = float(raw.replace(",", ".")) if raw.count(",") <= 1 else math.nan
+    except ValueError:
+        score = math.nan
+    if not math.isfinite(score):
+        raise MarksError(f"score {raw!r} is not a number")
+    if score < 0 or score > verdict["points"] + 1e-9:
+        raise MarksError(f"score {raw} is outside 0 to {verdict['points']:g}, the part's points")
+    graded = answer_digest(verdict["given"].strip())
+    if given.answer_sha256 != graded:
+        raise MarksError(f"the answer is not the one graded {fixes.answer}")
+    pair = (aid, sid, qid, pid)
+    if pair in seen:
+        raise MarksError(f"{seen[pair]}; {fixes.twice}")
+    seen[pair] = here
+    return Mark(aid, sid, qid, pid, score, given.comment.strip(), marker, graded, given.source)
+
+
 def read_sheet(path: Path, standings: dict[str, dict[str, dict]], *, marker: str) -> list[Mark]:
     """The marks of a filled-in sheet, checked against the standings it was exported from
-    (assignment -> student -> standing).  Every problem is reported at once."""
+    (assignment -> student -> standing) by :func:`check`.  Every problem is reported at
+    once."""
     try:
         text = Path(path).read_text(encoding="utf-8-sig")
     except OSError as err:
@@ -124,64 +209,25 @@ def read_sheet(path: Path, standings: dict[str, dict[str, dict]], *, marker: str
         sid, aid, qid, pid = (
             cell[k].strip() for k in ("student_id", "assignment", "question", "part")
         )
-        where = f"{path}:{n}: student {sid or '?'}, {qid or '?'} part {pid or '?'}"
-        raw = cell["score"].strip()
-        if not raw:
+        if not cell["score"].strip():
             continue  # not marked yet
-        standing = standings.get(aid, {}).get(sid)
-        if aid not in standings:
-            problems.append(f"{where}: no graded assignment {aid!r} in the gradebook")
-            continue
-        if standing is None:
-            problems.append(f"{where}: no graded submission of this student in {aid}")
-            continue
-        verdict = next(
-            (
-                g["verdict"]
-                for g in standing["parts"]
-                if g["question"] == qid and g["verdict"]["part"] == pid
-            ),
-            None,
+        given = Given(
+            aid,
+            sid,
+            qid,
+            pid,
+            cell["score"],
+            cell["comment"],
+            answer_digest(cell["answer"].strip()),
+            f"{Path(path).name}:{n}",
         )
-        if verdict is None or not marked_by_person(verdict):
-            problems.append(f"{where}: no such part graded by a person; keep the exported rows")
-            continue
         try:
-            score = float(raw.replace(",", ".")) if raw.count(",") <= 1 else math.nan
-        except ValueError:
-            score = math.nan
-        if not math.isfinite(score):
-            problems.append(f"{where}: score {raw!r} is not a number")
-            continue
-        if score < 0 or score > verdict["points"] + 1e-9:
-            problems.append(
-                f"{where}: score {raw} is outside 0 to {verdict['points']:g}, the part's points"
+            marks.append(
+                check(given, standings, marker=marker, seen=seen, here=f"also on line {n}")
             )
-            continue
-        if cell["answer"].strip() != verdict["given"].strip():
-            problems.append(
-                f"{where}: the answer is not the one graded (edited in the sheet, or the "
-                "student submitted again since): export the sheet again"
-            )
-            continue
-        pair = (aid, sid, qid, pid)
-        if pair in seen:
-            problems.append(f"{where}: also on line {seen[pair]}; keep one row per part")
-            continue
-        seen[pair] = n
-        marks.append(
-            Mark(
-                aid,
-                sid,
-                qid,
-                pid,
-                score,
-                cell["comment"].strip(),
-                marker,
-                answer_digest(verdict["given"].strip()),
-                f"{Path(path).name}:{n}",
-            )
-        )
+        except MarksError as err:
+            where = f"{path}:{n}: student {sid or '?'}, {qid or '?'} part {pid or '?'}"
+            problems.append(f"{where}: {err}")
     if problems:
         raise MarksError("\n".join(problems))
     return marks

@@ -29,7 +29,7 @@ from autograder.grading.grade import Provenance, grade_harvest
 from autograder.grading.keys import Keys
 from autograder.grading.submission import Runner, content_hash
 from autograder.sandbox import Plan, Probe
-from autograder.semester.batch import reveal_now
+from autograder.semester.batch import publish, reveal_now
 from autograder.semester.gradebook import Gradebook, GradebookError, result_to_json
 from autograder.semester.submitted_at import SubmittedAt
 from contract import Key, KeyFileError
@@ -279,6 +279,40 @@ class _Regrading:
         )
         self.out.diff += diff(sid, standing, new)
         self.out.totals[sid] = (standing["score"], new["score"])
+
+
+def regrade_recorded(
+    book: Gradebook,
+    assignment: str,
+    *,
+    open_runner: Callable[[Keys], AbstractContextManager[Runner]],
+    by: str,
+    why: str,
+) -> tuple[Regraded, Path]:
+    """`scalegrade regrade` (and the platform's): :func:`regrade`, then the files of the
+    students regraded written again, the diff (:func:`write_diff`), who and why in the
+    assignment's changes, and the report again with this regrade in its history.  The
+    regrade and the diff's path."""
+    if not by.strip() or not why.strip():
+        raise GradebookError("say who regrades and why (--by NAME --why TEXT): both are recorded")
+    done = regrade(book, assignment, open_runner=open_runner)
+    out = publish(book, assignment, set(done.totals))
+    path = write_diff(out, done)
+    book.log(
+        assignment,
+        "regrade",
+        {
+            "from_harvest": done.from_harvest,
+            "rerun": done.rerun,
+            "gained": len(done.gained),
+            "lost": len(done.lost),
+            "diff": path.name,
+        },
+        by=by,
+        why=why,
+    )
+    publish(book, assignment, set())  # the report, with this regrade in its history
+    return done, path
 
 
 def write_diff(out: Path, done: Regraded) -> Path:

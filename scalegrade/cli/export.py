@@ -85,10 +85,7 @@ def _lms_export(lms_name: str, assignment: str, opts: dict[str, Any]) -> None:
 
     try:
         info = read_release(opts["keys_dir"])
-        roster = {
-            sid: {"name": k.student.name, "email": k.student.email}
-            for sid, k in read_keys(opts["keys_dir"]).items()
-        }
+        roster = lms.roster(read_keys(opts["keys_dir"]))
         existing = lms.read(opts["lms_export"]) if opts["lms_export"] else None
     except (KeyFileError, lms.LmsError) as err:
         fail(str(err))

@@ -20,7 +20,17 @@ from scalegrade.cli.common import (
     fail,
 )
 
-LATE_SETTINGS = ("late_penalty_per_day", "late_charge", "late_days_max", "late_days_pool")
+
+class _LateSettings(click.Option):
+    """``late --set``: its help names the late policy's settings, read from the library
+    (:data:`autograder.semester.lateness.LATE_SETTINGS`) only when the help is shown, as
+    the CLI imports no library to start."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        from autograder.semester.lateness import LATE_SETTINGS
+
+        self.help = f"Change the late policy: {', '.join(LATE_SETTINGS)}."
+        return super().get_help_record(ctx)
 
 
 @click.command()
@@ -32,7 +42,7 @@ LATE_SETTINGS = ("late_penalty_per_day", "late_charge", "late_days_max", "late_d
     "settings",
     multiple=True,
     metavar="NAME=VALUE",
-    help=f"Change the late policy: {', '.join(LATE_SETTINGS)}.",
+    cls=_LateSettings,
 )
 @click.option(
     "--extensions",
@@ -59,7 +69,7 @@ def late(
     score changed."""
     from autograder.semester.batch import publish
     from autograder.semester.gradebook import GradebookError
-    from autograder.semester.lateness import ExtensionsError, read_extensions
+    from autograder.semester.lateness import LATE_SETTINGS, ExtensionsError, read_extensions
     from contract import times
 
     book = _gradebook(grades, db_url)
@@ -281,10 +291,8 @@ def regrade(
     notebook again, for those probes only, where a code part's checks changed.  Writes the
     diff (OUT/regrade-N.csv), every file again, and records who and why."""
     from autograder.sandbox import Limits, Sandbox
-    from autograder.semester.batch import publish
     from autograder.semester.gradebook import GradebookError
-    from autograder.semester.regrade import regrade as grade_again
-    from autograder.semester.regrade import write_diff
+    from autograder.semester.regrade import regrade_recorded
 
     book = _gradebook(grades, db_url)
 
@@ -295,23 +303,7 @@ def regrade(
         )
 
     try:
-        done = grade_again(book, assignment, open_runner=open_runner)
-        out = publish(book, assignment, set(done.totals))
-        path = write_diff(out, done)
-        book.log(
-            assignment,
-            "regrade",
-            {
-                "from_harvest": done.from_harvest,
-                "rerun": done.rerun,
-                "gained": len(done.gained),
-                "lost": len(done.lost),
-                "diff": path.name,
-            },
-            by=by,
-            why=why,
-        )
-        publish(book, assignment, set())  # the report, with this regrade in its history
+        done, path = regrade_recorded(book, assignment, open_runner=open_runner, by=by, why=why)
     except GradebookError as err:
         fail(str(err))
     finally:

@@ -11,7 +11,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from autograder.semester.lateness import Entry, ExtensionsError, charge, read_extensions, spend_pool
+from autograder.semester.lateness import (
+    LATE_SETTINGS,
+    MAX_EXTRA_DAYS,
+    Entry,
+    Extension,
+    ExtensionsError,
+    charge,
+    extension,
+    read_extensions,
+    spend_pool,
+)
 from contract import Policy
 
 HOUR = 3600.0
@@ -152,3 +162,63 @@ def test_an_extensions_file_without_the_columns_says_which(tmp_path):
     path = _write(tmp_path, "student,assignment,days\nana,tdlsm/hw1,2\n")
     with pytest.raises(ExtensionsError, match=r"missing: student_id, reason; unknown: student"):
         read_extensions(path, "UTC")
+
+
+def test_one_extension_is_read_from_the_text_typed():
+    """The course page's form and each row of extensions.csv go through ``extension``."""
+    typed = {"granted_by": " Ada ", "reason": "ill ", "zone": "Europe/Zurich", "where": "here"}
+    days = extension(" ana ", "tdlsm/hw1", due="", extra_days=" 1.5", **typed)
+    assert days == Extension("ana", "tdlsm/hw1", None, 1.5, "Ada", "ill", "here")
+    due = extension("ana", "tdlsm/hw1", due="2026-12-20T12:00", extra_days="", **typed)
+    assert due.due == "2026-12-20T12:00:00+01:00"  # the course's zone: CET in December
+    most = extension("ana", "tdlsm/hw1", due="", extra_days=str(MAX_EXTRA_DAYS), **typed)
+    assert most.extra_days == 365.0  # a year is still an extension
+
+
+@pytest.mark.parametrize(
+    ("typed", "said"),  # what is typed (the rest as in GOOD), and the whole message
+    [
+        ({"student_id": " "}, "here: give the student_id and the assignment (tdlsm/hw1)"),
+        ({"assignment": ""}, "here: give the student_id and the assignment (tdlsm/hw1)"),
+        ({"extra_days": ""}, "here: student ana, tdlsm/hw1: give a new due time or extra_days, "
+         "exactly one"),
+        ({"due": "2026-12-20T12:00"}, "here: student ana, tdlsm/hw1: give a new due time or "
+         "extra_days, exactly one"),
+        ({"granted_by": " "}, "here: student ana, tdlsm/hw1: say who granted it (a granted_by "
+         "column, or --by NAME)"),
+        ({"reason": ""}, "here: student ana, tdlsm/hw1: say why (the reason column): it is "
+         "shown to the student"),
+        ({"extra_days": "two"}, "here: student ana, tdlsm/hw1: extra_days 'two' is not a number"),
+        ({"extra_days": "0"}, "here: student ana, tdlsm/hw1: extra_days 0 must be more than 0 "
+         "and at most 365"),
+        ({"extra_days": "-1"}, "here: student ana, tdlsm/hw1: extra_days -1 must be more than 0 "
+         "and at most 365"),
+        ({"extra_days": "365.5"}, "here: student ana, tdlsm/hw1: extra_days 365.5 must be more "
+         "than 0 and at most 365"),
+        ({"extra_days": "nan"}, "here: student ana, tdlsm/hw1: extra_days nan must be more than "
+         "0 and at most 365"),
+        ({"extra_days": "inf"}, "here: student ana, tdlsm/hw1: extra_days inf must be more than "
+         "0 and at most 365"),
+        ({"extra_days": "", "due": "friday"}, "here: student ana, tdlsm/hw1: 'friday' is not a "
+         "time: write ISO 8601, such as 2026-12-18T23:59 or 2026-12-18T23:59:00+01:00"),
+    ],
+)  # fmt: skip
+def test_a_bad_extension_says_what_is_wrong_and_where(typed, said):
+    good = {"student_id": "ana", "assignment": "tdlsm/hw1", "due": "", "extra_days": "2",
+            "granted_by": "Ada", "reason": "ill"}  # fmt: skip
+    cells = good | typed
+    with pytest.raises(ExtensionsError) as err:
+        extension(cells.pop("student_id"), cells.pop("assignment"), **cells, zone="UTC",
+                  where="here")  # fmt: skip
+    assert str(err.value) == said
+
+
+def test_the_late_settings_are_the_policy_s_late_fields():
+    """What `scalegrade late --set` and the course page may change: the four fields of
+    Policy (contract/key.py) that charge() and spend_pool() read."""
+    assert LATE_SETTINGS == (
+        "late_penalty_per_day",
+        "late_charge",
+        "late_days_max",
+        "late_days_pool",
+    )
