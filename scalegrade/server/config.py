@@ -45,6 +45,8 @@ class ServeConfig(BaseModel):
     uploads_per_minute: int = Field(6, ge=1)  # per student
     secure_cookies: bool | None = None  # None: when public_url is https
     lti: Path | None = None  # the LTI 1.3 tool configuration (docs/platform.md)
+    bank: Path | None = None  # the question bank rekey and reseed use; default: ScaleGrade's own
+    secret_file: Path | None = None  # the course secret; default: $SCALEGRADE_SECRET
 
     @field_validator("sandbox")
     @classmethod
@@ -101,7 +103,7 @@ def load(course: Path | None, file: Path | None = None, **given) -> ServeConfig:
             raise ConfigError(f"{file}: not TOML: {err}") from None
         source = dict.fromkeys(settings, str(file))
         base = Path(file).resolve().parent
-        for name in ("course", "data", "lti"):  # relative to the file
+        for name in ("course", "data", "lti", "bank", "secret_file"):  # relative to the file
             if isinstance(settings.get(name), str):
                 settings[name] = base / settings[name]
     for name in ServeConfig.model_fields:
