@@ -76,6 +76,7 @@ def serve(course: Path | None, config_file: Path | None, **given) -> None:
         first = _first_instructor(book.engine)
     finally:
         book.close()
+    from scalegrade.server.config import ConfigError
     from scalegrade.server.run import serve as run
 
     def ready() -> None:
@@ -95,6 +96,8 @@ def serve(course: Path | None, config_file: Path | None, **given) -> None:
         run(config, on_ready=ready)
     except KeyboardInterrupt:
         pass
+    except ConfigError as err:  # the LTI tool's file, read as the app starts
+        fail(str(err))
 
 
 def _first_instructor(engine) -> str | None:
@@ -193,8 +196,7 @@ def accounts_roster(course, config_file, out: Path) -> None:
         w.writerow(["login", "name", "email", "password"])
         w.writerows(rows)
     console.print(
-        f"{len(rows)} student accounts made ({len(have)} had one already); their passwords: "
-        f"{out}",
+        f"{len(rows)} student accounts made ({len(have)} had one already); their passwords: {out}",
         highlight=False,
     )
 

@@ -14,5 +14,6 @@ with the CLI's own functions.  Layers, each importing only those below it:
 - :mod:`.security`: passwords, sessions, CSRF, roles and upload limits;
 - :mod:`.app` and :mod:`.pages`: the ASGI application (Starlette, Jinja2 templates,
   vendored htmx, no JavaScript build) and its pages per role;
+- :mod:`.lti`: the LTI 1.3 tool: launches from Canvas or Moodle, scores posted back;
 - :mod:`.run`: the process that serves it with uvicorn and supervises the workers.
 """

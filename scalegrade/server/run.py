@@ -80,12 +80,20 @@ def serve(config: ServeConfig, *, on_ready=None) -> None:
     import uvicorn
 
     from scalegrade.server.app import create_app
+    from scalegrade.server.lti.passback import start_poster
 
     app = create_app(config)
+    poster = start_poster(config, app)  # LTI scores back to the LMS; None without lti
     workers = Workers(config, config.workers, config.data_dir / "logs")
     server = uvicorn.Server(
-        uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
-                       proxy_headers=False, server_header=False)  # fmt: skip
+        uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            log_level="warning",
+            proxy_headers=False,
+            server_header=False,
+        )
     )
     workers.start()
     try:
@@ -93,6 +101,8 @@ def serve(config: ServeConfig, *, on_ready=None) -> None:
             threading.Thread(target=_when_started, args=(server, on_ready), daemon=True).start()
         server.run()
     finally:
+        if poster is not None:
+            poster.stop()
         workers.stop()
         app.state.platform.book.close()
 

@@ -9,6 +9,8 @@ the CLI reads and writes a served course's gradebook exactly as any other.
   (scrypt) for sign-in on the platform's own page; an LTI identity (issuer, subject)
   for a launch from the LMS.
 - ``jobs``: every upload, queued until a worker grades it (:mod:`.queue`).
+- ``lti_links`` and ``lti_launch_data``: where each student's score goes back in the LMS
+  and what was sent there, and the one-time values of LTI launches (:mod:`.lti`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from sqlalchemy import Column, Float, Index, MetaData, String, Table, Text, insp
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-HEAD = "0001"  # the newest migration under migrations/versions/
+HEAD = "0002"  # the newest migration under migrations/versions/
 VERSION_TABLE = "server_version"
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 ROLES = ("student", "ta", "instructor")
@@ -30,9 +32,7 @@ class Base(DeclarativeBase):
     pass
 
 
-_VERSION = Table(
-    VERSION_TABLE, MetaData(), Column("version_num", String(32), primary_key=True)
-)
+_VERSION = Table(VERSION_TABLE, MetaData(), Column("version_num", String(32), primary_key=True))
 
 
 class Account(Base):
@@ -73,6 +73,46 @@ class Job(Base):
     finished_at: Mapped[str | None] = mapped_column(String(40), nullable=True)
     attempt_id: Mapped[int | None] = mapped_column(nullable=True)  # the gradebook's attempt
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class LtiLink(Base):
+    """Where a student's score on an assignment goes in the LMS (the AGS line item their
+    last launch named) and what was sent there: posted again only when it changes."""
+
+    __tablename__ = "lti_links"
+    __table_args__ = (Index("lti_links_by_student", "assignment", "student_id", unique=True),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    assignment: Mapped[str] = mapped_column(String(200))
+    student_id: Mapped[str] = mapped_column(String(200))
+    issuer: Mapped[str] = mapped_column(String(400))
+    client_id: Mapped[str] = mapped_column(String(400))
+    lti_user: Mapped[str] = mapped_column(String(400))  # the launch's sub: the score's userId
+    lineitem: Mapped[str] = mapped_column(Text)
+    scope: Mapped[str] = mapped_column(Text)  # the AGS scopes granted, as JSON
+    launched_at: Mapped[str] = mapped_column(String(40))
+    best_score: Mapped[float | None] = mapped_column(Float, nullable=True)  # best seen
+    best_max: Mapped[float | None] = mapped_column(Float, nullable=True)
+    best_progress: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    posted_score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    posted_max: Mapped[float | None] = mapped_column(Float, nullable=True)
+    posted_progress: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    posted_at: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    tries: Mapped[int] = mapped_column(default=0)  # failed posts since the last success
+    retry_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # epoch seconds
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class LtiLaunchData(Base):
+    """pylti1p3's launch data, in the database rather than a cookie: the state and nonce
+    of each OIDC login (used once), the platforms' cached public keys."""
+
+    __tablename__ = "lti_launch_data"
+    __table_args__ = (Index("lti_launch_data_by_expiry", "expires_at"),)
+
+    name: Mapped[str] = mapped_column(String(400), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)  # JSON
+    expires_at: Mapped[float] = mapped_column(Float)  # epoch seconds
 
 
 def now() -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import stat
+import subprocess
+import sys
 
 from click.testing import CliRunner
 
@@ -46,3 +48,16 @@ def test_serve_names_a_folder_with_nothing_to_serve(tmp_path):
     done = run("serve", "--course", str(tmp_path))
     assert done.exit_code == 2
     assert "no released assignment" in done.output and "scalegrade generate" in done.output
+
+
+def test_serve_names_a_broken_lti_file_in_one_line(course):
+    (course / "lti.json").write_text("{")
+    (course / "serve.toml").write_text('lti = "lti.json"\nworkers = 0\nport = 0\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "scalegrade.cli", "serve", "--course", str(course)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "lti.json" in done.stderr and "Traceback" not in done.stderr
