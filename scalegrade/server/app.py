@@ -132,8 +132,10 @@ async def _refused(request: Request, exc: HTTPException) -> Response:
         return Response(status_code=exc.status_code, headers=exc.headers)
     from scalegrade.server.pages.common import refuse
 
-    why = exc.detail if exc.status_code != 404 or exc.detail != "Not Found" else (
-        "There is no such page."
+    why = (
+        exc.detail
+        if exc.status_code != 404 or exc.detail != "Not Found"
+        else ("There is no such page.")
     )
     return refuse(request, exc.status_code, why)
 

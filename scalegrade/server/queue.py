@@ -207,9 +207,7 @@ class Queue:
         """How many jobs wait before this one (0 when it is running or done)."""
         with Session(self.engine) as s:
             return int(
-                s.scalar(
-                    select(func.count(Job.id)).where(Job.state == "queued", Job.id < job_id)
-                )
+                s.scalar(select(func.count(Job.id)).where(Job.state == "queued", Job.id < job_id))
                 or 0
             )
 

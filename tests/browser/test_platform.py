@@ -1,6 +1,8 @@
 """The platform in Debian's chromium (scalegrade serve, live on loopback with a grading
-worker): a student's whole round, as they click it, every page checked by axe-core's
-WCAG 2.1 A and AA rules under the platform's own Content-Security-Policy."""
+worker): a student's whole round, a TA marking a free-response part, and the instructor
+seeing both in the gradebook and downloading the Canvas CSV, as each clicks it; every page
+checked by axe-core's WCAG 2.1 A and AA rules under the platform's own
+Content-Security-Policy."""
 
 from __future__ import annotations
 
@@ -10,10 +12,14 @@ import nbformat
 import pytest
 
 from scalegrade.server.security import add_account
-from tests.browser.test_accessibility import WCAG, axe  # noqa: F401 - the fixture
-from tests.server.conftest import config, course, released  # noqa: F401 - fixtures
+from tests.browser import test_accessibility
+from tests.server import conftest as server
 from tests.server.live import live
 from tests.server.site import PASSWORD
+
+# the fixtures this test shares: the accessibility tests' axe-core, the server tests' course
+WCAG, axe = test_accessibility.WCAG, test_accessibility.axe
+config, course, released = server.config, server.course, server.released
 
 STUDENT = "s07"  # the demo's scenarios leave s07 on: honest
 
@@ -26,7 +32,7 @@ def _accounts(app) -> None:
 
 
 @pytest.fixture
-def site(config):  # noqa: F811 - the server's config fixture
+def site(config):
     with live(config, setup=_accounts) as url:
         yield url
 
@@ -69,14 +75,26 @@ def _verdict(page) -> str:
     return page.text_content("#status .score")
 
 
-def test_a_student_downloads_uploads_a_wrong_answer_reads_it_resubmits_and_gets_full_marks(
-    browser, site, course, axe, tmp_path  # noqa: F811
-):
+def _page(browser):
+    """A fresh browser context and page, and the page's errors (console and script)."""
     context = browser.new_context(accept_downloads=True)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    return context, page, errors
+
+
+def test_a_semester_round_student_ta_and_instructor(browser, site, course, axe, tmp_path):
+    autograded = _student_round(browser, site, course, axe, tmp_path)
+    _ta_marks(browser, site, axe)
+    _instructor_sees_it(browser, site, axe, autograded + 1)  # the TA's mark counted
+
+
+def _student_round(browser, site, course, axe, tmp_path) -> float:
+    """Sign in, download, upload a wrong answer, read it named, resubmit: every
+    autograded part correct.  The score then."""
+    context, page, errors = _page(browser)
     try:
         page.goto(f"{site}/signin")
         _checked(page, axe)
@@ -105,15 +123,66 @@ def test_a_student_downloads_uploads_a_wrong_answer_reads_it_resubmits_and_gets_
         page.click("button >> text=Submit")
         page.wait_for_function(
             "old => document.querySelector('#status .score') &&"
-            " document.querySelector('#status .score').textContent !== old", arg=first,
+            " document.querySelector('#status .score').textContent !== old",
+            arg=first,
             timeout=120_000,
         )
+        score = float(page.text_content("#status .score").split("/")[0])
         page.click("text=Read your feedback")
         assert page.locator("tr.wrong").count() == 0
         autograded = page.locator("tr.correct").count()
         assert autograded > 0 and page.locator("tr.pending").count() >= 1  # TAs mark those
         page.click("text=All your attempts")
         assert page.locator("text=attempt 2").count() == 1
+        _checked(page, axe)
+        assert errors == []
+        return score
+    finally:
+        context.close()
+
+
+def _ta_marks(browser, site, axe) -> None:
+    """The TA opens the next unmarked part of the student's and gives it 1 point with
+    the keyboard."""
+    context, page, errors = _page(browser)
+    try:
+        _sign_in(page, site, "ta")
+        page.wait_for_url(f"{site}/mark")
+        _checked(page, axe)
+        page.click("text=Mark the next unmarked part of")
+        page.wait_for_selector("#mark-form")
+        _checked(page, axe)
+        assert STUDENT in page.text_content("h1")
+        page.press("body", "1")  # a digit: that score, in the score field
+        assert page.input_value("#score") == "1"
+        page.fill("#comment", "Right idea; say why the bubble shrinks.")
+        with page.expect_navigation():
+            page.press("#comment", "Control+Enter")  # save, and on to the next unmarked
+        assert "Not recorded" not in page.text_content("main")
+        assert errors == []
+    finally:
+        context.close()
+
+
+def _instructor_sees_it(browser, site, axe, expected: float) -> None:
+    """The gradebook shows the student's row at ``expected`` points, and the Canvas CSV
+    has the same score."""
+    context, page, errors = _page(browser)
+    try:
+        _sign_in(page, site, "prof")
+        page.wait_for_url(f"{site}/course")
+        _checked(page, axe)
+        page.click("text=Homework 1")
+        row = page.locator("#gradebook tr", has=page.locator(f"th:has-text('{STUDENT}')"))
+        shown = row.locator("td").first.text_content()
+        assert float(shown.split("/")[0]) == expected
+        _checked(page, axe)
+        with page.expect_download() as got:
+            page.click("text=Canvas grade import (CSV)")
+        canvas = open(got.value.path(), encoding="utf-8").read()
+        line = next(x for x in canvas.splitlines() if STUDENT in x)
+        assert f"{expected:g}" in line.split(",")
+        page.click("text=Item analysis and fairness")
         _checked(page, axe)
         assert errors == []
     finally:

@@ -113,9 +113,7 @@ def _wait(engine, done, seconds: float = 180) -> None:
     raise AssertionError(f"timed out; jobs: {_rows(engine, 'SELECT id, state, tries FROM jobs')}")
 
 
-def test_killing_the_server_and_a_worker_mid_burst_loses_and_repeats_nothing(
-    config, submissions
-):
+def test_killing_the_server_and_a_worker_mid_burst_loses_and_repeats_nothing(config, submissions):
     config.data_dir.mkdir(parents=True, exist_ok=True)
     book = Gradebook(config.db_url)
     store.migrate(book.engine)

@@ -65,9 +65,29 @@ def test_a_student_on_no_roster_of_an_assignment_cannot_open_it(site):
         assert zed.get(path).status_code == 404, path
 
 
-@pytest.mark.parametrize("path", ["/course", "/mark", "/course/tdlsm-hw1"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/course",
+        "/course/tdlsm-hw1",
+        "/course/tdlsm-hw1/rows",
+        "/course/tdlsm-hw1/stats",
+        "/course/tdlsm-hw1/canvas.csv",
+        "/mark",
+        "/mark/tdlsm-hw1",
+        "/mark/tdlsm-hw1/next",
+    ],
+)
 def test_students_cannot_reach_staff_pages(site, path):
-    assert site.as_("s00").get(path).status_code in (403, 404)
+    assert site.as_("s00").get(path).status_code == 403
+
+
+@pytest.mark.parametrize("path", ["extension", "deadline", "reseed", "rekey"])
+def test_students_cannot_change_the_course_with_a_valid_token(site, path):
+    """A student's own CSRF token does not make them an instructor."""
+    form = {"student": "s00", "extra_days": "3", "by": "s00", "why": "please"}
+    r = post_form(site.as_("s00"), HW1, f"/course/tdlsm-hw1/{path}", form)
+    assert r.status_code == 403
 
 
 def test_staff_are_not_students(site):
