@@ -201,7 +201,7 @@ class StarletteMessageLaunch(MessageLaunch):
     - the nonce is used once (pylti1p3 only looks it up);
     - the signature is checked with the audience (our client id, and ``azp`` when there
       are several), the issuer, ``exp`` and ``iat`` (pylti1p3 skips the audience);
-    - nothing of the launch is kept but what :func:`scalegrade.server.lti.identity.admit` records."""
+    - nothing of the launch is kept but what :func:`.identity.admit` records."""
 
     def __init__(self, request: StarletteRequest, tool: Tool, storage: DatabaseLaunchData):
         super().__init__(request, tool.conf, LaunchSession(request, storage),
