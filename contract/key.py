@@ -148,10 +148,11 @@ class Checks(_Model):
 
 
 class CodePart(_Model):
-    """A function the student writes; ``checks`` None: a person grades it."""
+    """Code the student writes; ``checks`` None: a person grades it.  ``function`` None:
+    the checks read the notebook's names themselves (an imported question's tests)."""
 
     id: str
-    function: str
+    function: str | None
     points: float = Field(ge=0)
     checks: Checks | None
 

@@ -291,10 +291,30 @@ def _free_response_cells(
     ]
 
 
+def split_cells(source: str) -> list[tuple[str, str]]:
+    """A code part's source as cells, (``"code"`` or ``"markdown"``, text): one cell, or
+    one per ``# %%`` line where the source has them (jupytext's percent format; ``# %%
+    [markdown]`` starts a markdown cell, its lines commented with ``# ``)."""
+    if not any(line.startswith("# %%") for line in source.splitlines()):
+        return [("code", source)]
+    cells: list[tuple[str, list[str]]] = []
+    for line in source.splitlines():
+        if line.startswith("# %%"):
+            kind = "markdown" if line[4:].strip() == "[markdown]" else "code"
+            cells.append((kind, []))
+        elif cells:
+            text = line.removeprefix("# ").removeprefix("#") if cells[-1][0] == "markdown" else line
+            cells[-1][1].append(text)
+        elif line.strip():  # code before the first marker opens a code cell
+            cells.append(("code", [line]))
+    return [(kind, "\n".join(lines).strip("\n")) for kind, lines in cells]
+
+
 def _code_part_cells(
     v: Variant, q: str, c: dict[str, Any], pts: float, solutions: bool
 ) -> list[Any]:
-    """A code part's prompt, and its cell: the starter, or the reference solution."""
+    """A code part's prompt, and its cells (:func:`split_cells`): the starter, or the
+    reference solution.  Each code cell carries the part."""
     part = {
         "question": v.question_id,
         "kind": "code",
@@ -302,23 +322,23 @@ def _code_part_cells(
         "function": c["function"],
         "points": pts,
     }
-    return [
+    cells = [
         _markdown(
             f"**{c['prompt']}** ({_points(pts)})",
             f"{q}-{c['id']}-prompt",
             solution=False,
             grade=False,
             locked=True,
-        ),
-        _code(
-            c["solution"] if solutions else c["starter"],
-            f"{q}-{c['id']}",
-            solution=True,
-            grade=False,
-            locked=False,
-            part=part,
-        ),
+        )
     ]
+    source = c["solution"] if solutions else c["starter"]
+    for n, (kind, text) in enumerate(split_cells(source)):
+        grade_id = f"{q}-{c['id']}" + (f"-{n}" if n else "")
+        if kind == "markdown":
+            cells.append(_markdown(text, grade_id, solution=False, grade=False, locked=True))
+        else:
+            cells.append(_code(text, grade_id, solution=True, grade=False, locked=False, part=part))
+    return cells
 
 
 def dumps(nb: nbformat.NotebookNode) -> str:

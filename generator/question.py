@@ -203,13 +203,15 @@ class KnownWrong(_Model):
 
 
 class CodePart(_Model):
-    """A function the student writes.  ``solution`` is a file of the folder marking what the
+    """Code the student writes.  ``solution`` is a file of the folder marking what the
     student writes (``### BEGIN SOLUTION`` / ``### END SOLUTION``): the starter is derived
-    from it (:mod:`generator.starter`)."""
+    from it (:mod:`generator.starter`).  ``function`` names the function its checks call;
+    without one, the checks read the notebook's names themselves (an imported question's
+    test cells: :mod:`autograder.checklib.cells`)."""
 
     id: str
     prompt: str
-    function: str
+    function: str | None = None
     solution: str
     checks: str | None = None
     points: float = Field(ge=0)
@@ -499,7 +501,7 @@ def load(folder: Path, templates: Path | None = None) -> Question:
                         f"{old!r} is found {found} times in the reference derived from "
                         f"{part.solution}; give text found exactly once"
                     )
-        for kind in ("starter", "solution"):
+        for kind in ("starter", "solution") if part.function else ():
             if not defines(getattr(sources[part.id], kind), part.function):
                 raise QuestionError(
                     f"{_where(folder, SPEC_FILE, ('code', i, 'function'))}: the {kind} "

@@ -71,9 +71,9 @@ def key_changes(old: Key, new: Key) -> list[tuple[str, str]]:
         for c in qn.code:
             b = old_code.get(c.id)
             if b is None or b.checks != c.checks:
-                out.append((q, f"code {c.function}: the checks"))
+                out.append((q, f"code {c.function or c.id}: the checks"))
             elif b.points != c.points:
-                out.append((q, f"code {c.function}: the points"))
+                out.append((q, f"code {c.function or c.id}: the points"))
         if qo.solution != qn.solution:
             out.append((q, "the worked solution"))
     return out

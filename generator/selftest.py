@@ -381,11 +381,11 @@ def _question_html(v: Variant, q: KeyQuestion) -> str:
                 f'<div class="rubric" hidden></div></div>'
             )
         else:
+            what = f"<code>{html.escape(item['function'])}</code>" if item["function"] else "it"
             out.append(
                 f'<div class="part code">{label}{markdown(item["prompt"]).strip()} {pts}'
-                f'<p class="note">Code: write <code>{html.escape(item["function"])}</code> in '
-                "the homework notebook, where it is run and checked; this page does not "
-                "grade code.</p></div>"
+                f'<p class="note">Code: write {what} in the homework notebook, where it is '
+                "run and checked; this page does not grade code.</p></div>"
             )
     out.append(
         '<div class="actions"><button type="button" class="check">Check</button>'

@@ -177,7 +177,8 @@ def _wrong_notebooks(parts, students, root: Path, notebook: str) -> list[tuple]:
                 nb = nbformat.read(root / "rel" / "solutions" / s.id / notebook, as_version=4)
                 made = 0
                 for cell in nb.cells:
-                    if cell.cell_type == "code" and f"def {c.function}(" in cell.source:
+                    part = cell.metadata.get("scalegrade", {})
+                    if part.get("question") == q.id and part.get("answer") == c.id:
                         for old, new in wrong.replace.items():
                             made += cell.source.count(old)
                             cell.source = cell.source.replace(old, new)

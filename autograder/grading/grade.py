@@ -114,7 +114,7 @@ def _grade_code(
     for c in q.code:
         pid = f"q{q.index}-{c.id}"
         probe = probes.get(pid)
-        base = dict(part=c.id, variable=c.function, points=c.points)
+        base = dict(part=c.id, variable=c.function or "", points=c.points)
         if c.checks is None:
             out.append(
                 Verdict(score=None, status="pending", feedback="Graded by a person.", **base)

@@ -26,7 +26,7 @@ class Limits:
 @dataclass(frozen=True)
 class Probe:
     id: str  # the code part's grade id, e.g. "q8-ring"
-    function: str  # name of the student's function in the notebook namespace
+    function: str | None  # the student's function in the notebook; None: the checks read names
     source: str  # Python source of the question's checks.py (defines probe())
     seed: int  # grading seed (0 <= seed < 2**63)
     params: dict  # the student's variant params (plain JSON data)

@@ -8,6 +8,7 @@ share), ``demo`` the two groups whose steps it runs, and this module them all.
 - ``authoring``: a bank and its releases (new-bank, new, bank, validate, generate, selftest);
 - ``grading``: submissions in the sandbox (grade, sandbox-serve);
 - ``semester``: the gradebook after grading (late, rekey, reseed, regrade, stats, marks);
+- ``imports``: another tool's notebooks into a bank (import nbgrader);
 - ``export``: Gradescope, Canvas and Moodle (export gradescope, canvas, moodle);
 - ``serve``: the course as a platform (serve, work, accounts);
 - ``demo``: the whole flow on the sample course (demo).
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import click
 
-from scalegrade.cli import authoring, demo, export, formulas, grading, semester, serve
+from scalegrade.cli import authoring, demo, export, formulas, grading, imports, semester, serve
 
 
 @click.group()
@@ -26,6 +27,6 @@ def main() -> None:
     """ScaleGrade: per-student assignments and exams on training and serving large models."""
 
 
-for _group in (formulas, authoring, grading, semester, export, serve, demo):
+for _group in (formulas, authoring, imports, grading, semester, export, serve, demo):
     for _command in _group.COMMANDS:
         main.add_command(_command)

@@ -12,20 +12,17 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
 import os
-from io import StringIO
 from pathlib import Path
 
 import nbformat
 import pytest
 from click.testing import CliRunner
-from jupyter_core.application import NoStart
 from nbgrader.api import Gradebook
-from nbgrader.apps.nbgraderapp import NbGraderApp
 
 from autograder.integrations.nbgrader_gradebook import alembic_on_path
 from scalegrade.cli import main
+from tests.nbgrader_app import config, nbgrader
 
 NAME = "hw1"  # the assignment's name in nbgrader
 COURSE_ID = "sg101"
@@ -38,11 +35,6 @@ EXCHANGE = (
     'c.ExchangeFactory.release_assignment = f"{exchange}.ReleaseVariants"\n'
     'c.ExchangeFactory.fetch_assignment = f"{exchange}.FetchVariant"\n'
 )
-
-
-def _config(path: Path, lines: str) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "nbgrader_config.py").write_text("c = get_config()\n" + lines, encoding="utf-8")
 
 
 def _parts(nb) -> dict[str, nbformat.NotebookNode]:
@@ -71,27 +63,7 @@ def course(tmp_path_factory):
 def _flow(tmp: Path, env: dict[str, str]):
     course, exchange, homes = tmp / "course", tmp / "exchange", tmp / "home"
 
-    def nbgrader(cwd: Path, *args: str) -> str:
-        """`nbgrader ARGS` run in ``cwd``, in this process (as nbgrader's own tests do)."""
-        app, log = NbGraderApp.instance(), StringIO()
-        here = os.getcwd()
-        os.chdir(cwd)  # nbgrader reads ./nbgrader_config.py
-        try:
-            app.initialize(list(args))
-            app.init_logging(logging.StreamHandler, [log], color=False, subapps=True)
-            app.start()
-            code = 0
-        except NoStart:
-            code = 0
-        except SystemExit as err:
-            code = err.code
-        finally:
-            app.reset()
-            os.chdir(here)
-        assert not code, f"nbgrader {' '.join(args)}:\n{log.getvalue()}"
-        return log.getvalue()
-
-    _config(
+    config(
         course,
         f"c.CourseDirectory.root = {str(course)!r}\n"
         f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
@@ -121,7 +93,7 @@ def _flow(tmp: Path, env: dict[str, str]):
     fetched, wrong_part = {}, None
     for sid in STUDENTS:
         home = homes / sid
-        _config(
+        config(
             home,
             f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
             f"c.CourseDirectory.student_id = {sid!r}\n"

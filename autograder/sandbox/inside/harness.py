@@ -40,6 +40,7 @@ _int = int
 _exec = builtins.exec
 _compile = builtins.compile
 _callable = callable
+_module = type(os)
 _getpid = os.getpid
 _write = os.write
 _exit = os._exit
@@ -592,6 +593,7 @@ class _Server:
         self.held: list = []  # what P asked to keep here, by handle (its index)
         self.rank: tuple[int, int] | None = None  # (rank, world) in a rank's process
         self.rank_sets: dict = {}  # the id of each set of ranks forked -> (pids, store)
+        self.unbound: dict = {}  # what a test cell's `del name` took out of the namespace
         self.next_id = 0
 
     def resolve(self, kind, handle, node):
@@ -753,6 +755,19 @@ class _Server:
             raise NameError(f"function {name} is not defined")
         return fn
 
+    def _variable(self, name):
+        """A name of the notebook as a test cell sees it: ``("function",)`` for what can
+        be called (P calls it by name), ``("module", NAME)`` for a module P imports
+        itself, ``("value", DATA)`` for anything else (a value that is not data raises)."""
+        if _type(name) is not _str or name not in self.ns:
+            raise NameError(f"name {str(name)[:80]!r} is not defined")
+        value = self.ns[name]
+        if _isinstance(value, _module):
+            return ("module", _str(value.__name__))
+        if _callable(value):
+            return ("function",)
+        return ("value", value)
+
     def handle(self, msg: dict, payload: bytes) -> None:
         op, rid = msg.get("op"), msg.get("id")
         try:
@@ -830,6 +845,28 @@ class _Server:
                         target = getattr(target, name)
                     with torch.no_grad():
                         target.copy_(number)
+                self._reply(rid, None)
+            elif op == "variable":  # a test cell reads a name of the notebook
+                self._reply(rid, self._variable(wire.decode(msg["name"], payload)))
+            elif op == "unbind":  # a test cell's `del name`
+                name = _str(wire.decode(msg["name"], payload))
+                if name not in self.ns:
+                    raise NameError(f"name {name!r} is not defined")
+                self.unbound[name] = self.ns.pop(name)
+                self._reply(rid, None)
+            elif op == "bind":  # a test cell's `name = value`: data, or what a name held
+                name = _str(wire.decode(msg["name"], payload))
+                source = wire.decode(msg["source"], payload)
+                if source is None:
+                    self.ns[name] = wire.decode(msg["value"], payload, self.resolve)
+                else:
+                    source = _str(source)
+                    if source in self.ns:
+                        self.ns[name] = self.ns[source]
+                    elif source in self.unbound:
+                        self.ns[name] = self.unbound[source]
+                    else:
+                        raise NameError(f"name {source!r} is not defined")
                 self._reply(rid, None)
             elif op in ("map", "repeat"):
                 fn = self._function(msg.get("function"))

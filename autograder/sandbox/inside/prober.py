@@ -931,6 +931,29 @@ class Student:
         calling it raises NameError when the notebook does not define it."""
         return Student(self._channel, name)
 
+    def variable(self, name: str) -> tuple:
+        """A global of the notebook, as a test cell reads it: ``("function",)`` (call it
+        through :meth:`sibling`), ``("module", NAME)``, or ``("value", DATA)``; NameError
+        when the notebook has no such name, TypeError when its value is not data."""
+        out = self._channel.request({"op": "variable"}, {"name": str(name)})
+        kinds = {"function": 1, "module": 2, "value": 2}
+        if not isinstance(out, list | tuple) or not out or kinds.get(out[0]) != len(out):
+            raise TypeError("the notebook's process answered a variable with something else")
+        if out[0] == "module" and not isinstance(out[1], str):
+            raise TypeError("the notebook's process named a module with something else")
+        return tuple(out)
+
+    def unbind(self, name: str) -> None:
+        """A test cell's ``del name``, in the notebook's namespace (it can be bound again
+        by name: :meth:`bind`)."""
+        self._channel.request({"op": "unbind"}, {"name": str(name)})
+
+    def bind(self, name: str, value=None, *, source: str | None = None) -> None:
+        """A test cell's ``name = value``, in the notebook's namespace: ``value`` as data,
+        or, with ``source``, what the notebook's name ``source`` holds (or held before
+        :meth:`unbind`): a function restored after a test hid it."""
+        self._channel.request({"op": "bind"}, {"name": str(name), "source": source, "value": value})
+
     def seed(self, stream: int) -> None:
         """Seed the global generators of S (numpy, random, torch): a student who uses them
         instead of the generator given gets the same numbers in every run."""
@@ -1138,8 +1161,8 @@ def _code(probe: dict, filename: str) -> types.CodeType:
 
 
 def _run_probe(channel: Channel, probe: dict, defined: set[str], budget: int) -> dict:
-    name = probe["function"]
-    if name not in defined:
+    name = probe["function"]  # None: the checks read the notebook's names (test cells)
+    if name is not None and name not in defined:
         return {"ok": False, "error": f"function {name} is not defined"}
     module = types.ModuleType(f"scalegrade_checks_{probe['id']}".replace("-", "_"))
     module.__file__ = checks_filename(probe["id"])
@@ -1220,7 +1243,7 @@ def run(probes: list[dict], fd: int, result_fd: int, limits: dict) -> None:
         msg, _ = wire.recv(fd)
         if msg.get("op") != "ready":
             raise wire.WireError("no ready message")
-        names = sorted({p["function"] for p in probes})
+        names = sorted({p["function"] for p in probes} - {None})
         defined = channel.request({"op": "defined"}, {"names": names}) if probes else []
         defined = {n for n in defined if isinstance(n, str)} if isinstance(defined, list) else set()
     except (wire.WireError, StudentGone):
