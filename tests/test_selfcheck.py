@@ -64,7 +64,8 @@ GRADE_BUG = ("def grade(", "undefined_helper(result)")
 # only a wrong ring meets it: the solution earns every point, a student's mistake fails it
 WRONG_ONLY_BUG = ("    bad = [r for r in range(p) if not good[r]]", "missing_name + 1")
 # probe(): in the probe process, before the student's function is called
-PROBE_BUG = ("def probe(", "raise KeyError('a typo in probe')")
+# (its message in brackets, which the terminal must print as they are, not as markup)
+PROBE_BUG = ("def probe(", "raise KeyError('[a typo] in probe')")
 
 
 def test_the_bank_code_parts_grade_their_own_solutions(tmp_path):
@@ -100,11 +101,11 @@ def test_validate_and_generate_refuse_a_check_that_raises(tmp_path):
 
 def test_validate_names_a_probe_that_raises(tmp_path):
     b = _bank(tmp_path, PROBE_BUG)
-    line = _line_of(b.root / "templates" / RING / "checks.py", "a typo in probe")
+    line = _line_of(b.root / "templates" / RING / "checks.py", "[a typo] in probe")
     done = _cli("validate", "tdlsm/ring", "--bank", b.root, "--students", "3")
     assert done.exit_code == 1, done.output
     flat = " ".join(done.output.split())
-    assert f"probe() failed: line {line}, in probe: KeyError: 'a typo in probe'" in flat
+    assert f"probe() failed: line {line}, in probe: KeyError: '[a typo] in probe'" in flat
 
 
 DPO = "posttraining/dpo-loss-code"

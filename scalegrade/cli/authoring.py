@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from scalegrade.cli.common import _bank, _load_assignment, bank_option, console, fail
@@ -52,7 +53,7 @@ def _selfcheck(assignment, seeds: int) -> list[str]:
             highlight=False,
         )
     for w in found.warnings:
-        console.print(f"[yellow]warning[/] {w}", highlight=False)
+        console.print(f"[yellow]warning[/] {escape(w)}", highlight=False)
     console.print(f"release check of {len(found.parts)} code parts in {found.seconds:.1f} s")
     return found.problems
 
@@ -271,7 +272,7 @@ def validate(
         _simulated_cohort(a, cohort)
     failed = [f for r in reports for f in r.failures] + _selfcheck(a, selfcheck_seeds)
     for f in failed[:20]:
-        console.print(f"[red]FAIL[/] {f}", highlight=False)
+        console.print(f"[red]FAIL[/] {escape(f)}", highlight=False)
     if len(failed) > 20:
         console.print(f"... and {len(failed) - 20} more failures")
     sys.exit(1 if failed else 0)
@@ -404,7 +405,7 @@ def bank(bank_dir: Path | None, show_coverage: bool) -> None:
         console.print(f"index checked against {path}", highlight=False)
     problems = [f"{r.item.key}: no question and no reason" for r in cov.rows if not r.ok]
     for p in problems + cov.unknown + cov.stale_reasons + cov.index_problems:
-        console.print(f"[red]FAIL[/] {p}", highlight=False)
+        console.print(f"[red]FAIL[/] {escape(p)}", highlight=False)
     sys.exit(0 if cov.ok else 1)
 
 
