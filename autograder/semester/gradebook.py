@@ -44,6 +44,7 @@ from sqlalchemy import (
     create_engine,
     delete,
     event,
+    func,
     insert,
     inspect,
     select,
@@ -630,6 +631,13 @@ class Gradebook:
                 .order_by(Submission.student_id)
             )
             return [json.loads(r) for r in rows]
+
+    def graded(self, assignment: str) -> int:
+        """How many students have a standing on the assignment (one count, no document
+        read: the instructor's course page asks it on every load)."""
+        with Session(self.engine) as s:
+            query = select(func.count()).where(Submission.assignment == assignment)
+            return int(s.scalar(query.select_from(Submission)) or 0)
 
     def latest(self, assignment: str) -> list[tuple[dict[str, Any], Attempt | None]]:
         """Every student's standing on the assignment with the attempt it was made from."""

@@ -56,6 +56,7 @@ def test_a_regrade_replaces_the_student_and_their_part_grades(tmp_path):
         ("ana", 2.0),
         ("ben", 2.0),
     ]
+    assert book.graded("tdlsm/hw1") == 2 and book.graded("tdlsm/hw2") == 0
     assert book.unchanged("tdlsm/hw1", "ana", "h3") and not book.unchanged("tdlsm/hw1", "ana", "h1")
     assert mode == "wal"  # a commit per student without an fsync each
     book.close()

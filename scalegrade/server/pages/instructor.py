@@ -134,8 +134,8 @@ async def index(request: Request):
     rows = []
     for served in p.course.assignments.values():
         row = p.book.assignment(served.name)
-        graded = p.book.results(served.name)
-        rows.append((served, _at(row.due_override or row.due, row.timezone), len(graded)))
+        graded = p.book.graded(served.name)
+        rows.append((served, _at(row.due_override or row.due, row.timezone), graded))
     return page(request, "instructor/index.html", rows=rows)
 
 
