@@ -1,8 +1,10 @@
-"""Test cells, as nbgrader writes them, run in the probe process against the notebook.
+"""Test cells, as nbgrader and otter write them, run in the probe process against the
+notebook.
 
-An imported question (:mod:`generator.imports`) keeps its source's test cells as they
-are: plain Python that reads the notebook's names (``assert squares(10) == [...]``), may
-hide one of them (``del squares``) and bind it again.  :func:`probe` runs each in the probe
+An imported question (:mod:`generator.imports`) keeps its source's tests as they are:
+nbgrader's test cells, plain Python that reads the notebook's names (``assert
+squares(10) == [...]``), may hide one of them (``del squares``) and bind it again; otter's
+doctests (``>>> squares(3)`` then ``[1, 4, 9]``).  :func:`probe` runs each in the probe
 process, never in the student's, in a namespace (:class:`Notebook`) that resolves a free
 name the way the notebook's kernel would, through the harness:
 
@@ -17,8 +19,9 @@ namespace (``student.unbind`` / ``student.bind``), so a test that hides a functi
 whether another one calls it works as in the kernel.  What crosses is data: an object
 whose ``__eq__`` always says yes never reaches an ``assert``, it is refused on the wire.
 
-A test passes when it raises nothing.  A last expression that is a number from 0 to the
-test's points is partial credit, nbgrader's rule (``nbgrader.utils.determine_grade``).
+A test cell passes when it raises nothing.  A last expression that is a number from 0 to
+the test's points is partial credit, nbgrader's rule (``nbgrader.utils.determine_grade``).
+A doctest passes when each example prints what it expects (:func:`run_doctest`).
 :func:`grade` turns each scored test into a :class:`Property` weighted by its points; a
 message names the line that failed, unless that line is hidden.
 
@@ -31,7 +34,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
+import doctest
 import importlib
+import io
 import math
 import numbers
 from dataclasses import dataclass
@@ -62,12 +68,16 @@ SHARED_MODULES = frozenset(
 _BUILTINS = frozenset(dir(builtins))
 _np_bool = np.bool_
 HIDDEN = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+ERROR_TEXT = 600  # the end of a doctest's report of its failure, kept for the message
 
 
 @dataclass(frozen=True)
 class Test:
-    """One test cell: its grade id, its points and its source (hidden lines included).
-    ``setup``: an earlier test cell run first for the names it defines, not scored."""
+    """One test: its name, its points and its source (hidden lines included).
+    ``setup``: an earlier test cell run first for the names it defines, not scored.
+    ``doctest``: the source is a doctest (otter's OK format: ``>>> expr`` then the output
+    it must print), run as otter runs it (``otter.test_files.ok_test.run_doctest``).
+    ``hidden``: the whole test is hidden, and so is why it failed."""
 
     __test__ = False  # not pytest's
 
@@ -75,6 +85,8 @@ class Test:
     points: float
     source: str
     setup: bool = False
+    doctest: bool = False
+    hidden: bool = False
 
     def hidden_lines(self) -> set[int]:
         """The 1-based lines inside ``### BEGIN/END HIDDEN TESTS`` (markers included)."""
@@ -178,9 +190,28 @@ def _failed_line(err: BaseException, filename: str) -> int | None:
     return line
 
 
+def run_doctest(test: Test, ns: Notebook) -> dict:
+    """Run a doctest in ``ns`` (its names stay there, as otter's ``clear_globs=False``):
+    ``error`` is doctest's report of the first example that printed something else."""
+    examples = [e for e in doctest.DocTestParser().parse(test.source, test.name)
+                if isinstance(e, doctest.Example)]  # fmt: skip
+    case = doctest.DocTest(examples, {}, test.name, None, None, test.source)
+    case.globs = ns  # the notebook's names, not a copy
+    runner = doctest.DocTestRunner(verbose=False, optionflags=doctest.REPORT_ONLY_FIRST_FAILURE)
+    report = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()):
+        runner.run(case, out=report.write, clear_globs=False)
+    if runner.failures:
+        text = report.getvalue().strip("*\n ")
+        return {"error": text[-ERROR_TEXT:], "line": None, "value": None}
+    return {"error": None, "line": None, "value": None}
+
+
 def run_test(test: Test, ns: Notebook) -> dict:
     """Run one test cell in ``ns``: ``error`` (None when it passed), ``line`` (where it
     failed) and ``value`` (its last expression, when that is a number)."""
+    if test.doctest:
+        return run_doctest(test, ns)
     filename = f"<test {test.name}>"
     try:
         tree = ast.parse(test.source, filename)
@@ -228,6 +259,10 @@ def score(test: Test, got) -> tuple[float, str]:
     if not isinstance(got, dict):
         return 0.0, f"Test {test.name} did not run."
     error = got.get("error")
+    if error is not None and test.hidden:
+        return 0.0, f"Test {test.name} (hidden) failed."
+    if error is not None and test.doctest:
+        return 0.0, f"Test {test.name} failed:\n{str(error)[-ERROR_TEXT:]}"
     if error is not None:
         line = got.get("line")
         where = ""

@@ -1,7 +1,8 @@
 """Bringing an existing course in: another tool's notebooks as questions of a bank.
 
-A reader (:mod:`.nbgrader`) turns a source notebook into :class:`Imported` questions and
-report lines; :func:`write` puts them into a bank: one folder per question
+A reader (:mod:`.nbgrader`, :mod:`.otter`; :mod:`.source` holds what both do to a cell)
+turns a source notebook into :class:`Imported` questions and report lines; :func:`write`
+puts them into a bank: one folder per question
 (``question.yaml``, ``prompt.md``, and ``solution.py`` with ``checks.py`` when it has
 tests), an assignment listing them with their points, and the import report, which says,
 one line each with its cell, everything that was not carried over.
@@ -103,9 +104,14 @@ def _literal(source: str) -> str:
 
 def checks_file(q: Imported, tool: str, origin: str) -> str:
     """The ``checks.py`` of a question with tests: its tests, run by the check library."""
+
+    def flags(t: Test) -> str:
+        on = [name for name in ("setup", "doctest", "hidden") if getattr(t, name)]
+        return "".join(f"        {name}=True,\n" for name in on)
+
     tests = "".join(
         f"    cells.Test(\n        {json.dumps(t.name)},\n        {t.points!r},\n"
-        f"        {_literal(t.source)},{' setup=True,' if t.setup else ''}\n    ),\n"
+        f"        {_literal(t.source)},\n{flags(t)}    ),\n"
         for t in q.tests
     )
     setup = (
@@ -114,7 +120,7 @@ def checks_file(q: Imported, tool: str, origin: str) -> str:
         if any(t.setup for t in q.tests)
         else ""
     )
-    return f'''"""Checks imported from {tool}: the test cells of {origin} for "{q.title}".
+    return f'''"""Checks imported from {tool}: the tests of {origin} for "{q.title}".
 
 Each test runs in the probe process against the notebook's names, as it ran in the
 kernel, and passes when it raises nothing (autograder.checklib.cells); a test reads the

@@ -21,23 +21,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
-
 from autograder.checklib.cells import HIDDEN, Test, visible
-from generator.starter import BEGIN, END, RegionError, split
 
-from . import Imported, SourceError, Written, identifier, slug
+from . import Imported, SourceError, Written, identifier, slug, source
 
 SCHEMAS = (3, 4)
 MARK_SCHEME = ("=== BEGIN MARK SCHEME ===", "=== END MARK SCHEME ===")
-_MAGIC = re.compile(r"^\s*[%!]")
-_SOLUTION_MARK = re.compile(r"^(\s*)#+\s*(BEGIN|END) SOLUTION\b(.*)$")
-_IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)")
-_NETWORK = {"socket", "requests", "urllib", "http", "httpx", "aiohttp", "urllib3"}
-_BLANKS = re.compile(r"\n{3,}")
-_RULE = re.compile(r"^\s*(-{3,}|\*{3,}|_{3,})\s*$")
 _AUTO_ID = re.compile(r"^cell-[0-9a-f]{8,}$")  # nbgrader's id for a cell the author did not name
-_POINTS = re.compile(r"\s*\(\s*[\d.]+\s*points?\s*\)\s*$", re.IGNORECASE)
 
 
 @dataclass
@@ -61,10 +51,10 @@ class Cell:
 
 def _classify(file: str, number: int, cell) -> Cell:
     meta = cell.get("metadata", {}).get("nbgrader")
-    source = cell.get("source", "")
+    text = cell.get("source", "")
     where = f"{file} cell {number}"
     if not meta:
-        return Cell(number, cell.cell_type, cell.cell_type, source, None, 0.0)
+        return Cell(number, cell.cell_type, cell.cell_type, text, None, 0.0)
     grade_id = meta.get("grade_id")
     where += f" ({grade_id})" if grade_id else ""
     version = meta.get("schema_version", 1)
@@ -96,39 +86,7 @@ def _classify(file: str, number: int, cell) -> Cell:
         kind = "solution"
     else:
         kind = cell.cell_type
-    return Cell(number, kind, cell.cell_type, source, grade_id, points)
-
-
-def _marked(c: Cell, file: str) -> str:
-    """A solution cell's source with ``### BEGIN/END SOLUTION`` markers (nbgrader's
-    ``# BEGIN SOLUTION`` spelled as ScaleGrade reads it; a cell with none is all solution,
-    as nbgrader takes it), checked: markers that do not pair are an error naming it."""
-    lines = []
-    for line in c.source.splitlines():
-        m = _SOLUTION_MARK.match(line)
-        if m:
-            mark = BEGIN if m.group(2) == "BEGIN" else END
-            line = f"{m.group(1)}{mark}{m.group(3)}"
-        lines.append(line)
-    text = "\n".join(lines)
-    if BEGIN not in text and END not in text:
-        text = f"{BEGIN}\n{text}\n{END}"
-    try:
-        split(text, c.where(file))
-    except RegionError as err:
-        raise SourceError(str(err)) from None
-    return text
-
-
-def _code_lines(c: Cell, file: str, report: list[str]) -> str:
-    """Code a kernel ran: IPython's ``%magic`` and ``!shell`` lines commented out (reported)."""
-    out = []
-    for line in c.source.splitlines():
-        if _MAGIC.match(line):
-            report.append(f"{c.where(file)}: `{line.strip()}` (IPython) is commented out")
-            line = "# " + line
-        out.append(line)
-    return "\n".join(out)
+    return Cell(number, kind, cell.cell_type, text, grade_id, points)
 
 
 def _mark_scheme(text: str) -> tuple[str, str | None]:
@@ -183,18 +141,6 @@ def _groups(cells: list[Cell]) -> list[list[Cell]]:
     return out
 
 
-def _titled(prompt: str, fallback: str) -> tuple[str, str]:
-    """The question's title (the prompt's last heading, the nearest to its code, its
-    points dropped) and the prompt without that heading and without rules."""
-    lines = [x for x in prompt.splitlines() if not _RULE.match(x)]
-    for i in reversed(range(len(lines))):
-        if lines[i].lstrip().startswith("#"):
-            title = _POINTS.sub("", lines[i].lstrip("# ").strip())
-            if title:
-                return title, _BLANKS.sub("\n\n", "\n".join(lines[:i] + lines[i + 1 :])).strip()
-    return fallback, _BLANKS.sub("\n\n", "\n".join(lines)).strip()
-
-
 def _question(file: str, stem: str | None, g: list[Cell], report: list[str]) -> Imported:
     graded = [c for c in g if c.graded]
     has_tests = any(c.kind == "test" for c in g)
@@ -208,10 +154,10 @@ def _question(file: str, stem: str | None, g: list[Cell], report: list[str]) -> 
     written: list[Written] = []
     for c in [c for c in g if c not in lead]:
         if c.kind == "solution" and c.cell_type == "code":
-            code.append("# %%\n" + _marked(c, file))
+            code.append("# %%\n" + source.marked(c.source, c.where(file)))
         elif c.kind == "code":
             if has_tests:
-                code.append("# %%\n" + _code_lines(c, file, report))
+                code.append("# %%\n" + source.kernel_code(c.source, c.where(file), report))
             elif c.source.strip():
                 report.append(
                     f"{c.where(file)}: a code cell in a question with no tests is not "
@@ -219,12 +165,11 @@ def _question(file: str, stem: str | None, g: list[Cell], report: list[str]) -> 
                 )
         elif c.kind == "markdown":
             if has_tests and code:
-                commented = "\n".join(f"# {x}".rstrip() for x in c.source.splitlines())
-                code.append("# %% [markdown]\n" + commented)
+                code.append(source.markdown_cell(c.source))
             else:
                 prompt.append(c.source)
         elif c.kind == "test":
-            shown = _code_lines(Cell(**{**c.__dict__, "source": visible(c.source)}), file, [])
+            shown = source.kernel_code(visible(c.source), c.where(file), None)
             pts = f"{c.points:g} point" + ("" if c.points == 1 else "s")
             head = f"# Test {c.grade_id} ({pts}): the grader runs it"
             head += ", and hidden checks." if HIDDEN[0] in c.source else "."
@@ -249,15 +194,12 @@ def _question(file: str, stem: str | None, g: list[Cell], report: list[str]) -> 
         elif c.kind == "solution":  # an ungraded Markdown solution cell
             report.append(f"{c.where(file)}: an ungraded answer cell is not carried (no points)")
     for c in g:
-        for image in _IMAGE.findall(c.source) if c.cell_type == "markdown" else ():
-            if "://" not in image:
-                report.append(f"{c.where(file)}: the image {image} is not copied; link it by URL")
-        if c.cell_type == "markdown" and c.source and "attachment:" in c.source:
-            report.append(f"{c.where(file)}: an attached image is not copied; link it by URL")
+        if c.cell_type == "markdown":
+            source.note_images(c.source, c.where(file), report)
     first, last = g[0].number, g[-1].number
     ref = f"{file}, cells {first}-{last}" if last > first else f"{file}, cell {first}"
     name = next((c.grade_id for c in g if c.kind == "solution"), graded[0].grade_id)
-    title, text = _titled("\n\n".join(p for p in prompt if p.strip()), name)
+    title, text = source.titled("\n\n".join(p for p in prompt if p.strip()), name)
     if _AUTO_ID.match(name) and title != name:
         name = title
     return Imported(
@@ -272,31 +214,12 @@ def _question(file: str, stem: str | None, g: list[Cell], report: list[str]) -> 
 
 
 def _test_source(c: Cell, file: str, report: list[str]) -> str:
-    source = c.source
-    if any(_MAGIC.match(line) for line in source.splitlines()):
+    """A test as the checks run it: IPython lines commented out, noted in the report."""
+    code = source.kernel_code(c.source, c.where(file), None)
+    if code != c.source:
         report.append(f"{c.where(file)}: IPython lines in a test are commented out")
-        source = "\n".join(("# " + x) if _MAGIC.match(x) else x for x in source.splitlines())
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as err:
-        raise SourceError(f"{c.where(file)}: line {err.lineno}: the test is not Python") from None
-    for node in ast.walk(tree):
-        names = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names = [node.module]
-        if any(n.partition(".")[0] in _NETWORK for n in names):
-            report.append(
-                f"{c.where(file)}: the test reaches the network, which the grader has not: "
-                "it will fail"
-            )
-    if re.search(r"==\s*-?\d+\.\d|isclose|allclose|approx\(", source):
-        report.append(
-            f"{c.where(file)}: compares with a number; it stays a test (a numeric answer "
-            "with units and tolerance is written by hand: docs/authors.md)"
-        )
-    return source
+    source.note_test(code, c.where(file), report)
+    return code
 
 
 def read(path: Path, report: list[str], *, prefix: bool = False) -> list[Imported]:
@@ -305,17 +228,7 @@ def read(path: Path, report: list[str], *, prefix: bool = False) -> list[Importe
     assignment of several notebooks).  :class:`SourceError` names the cell of a malformed
     source."""
     file = path.name
-    try:
-        nb = nbformat.read(path, as_version=4)
-    except FileNotFoundError:
-        raise SourceError(f"{path}: no such file") from None
-    except Exception as err:  # noqa: BLE001 - nbformat raises many kinds on a bad file
-        raise SourceError(f"{path}: not a Jupyter notebook ({err})") from None
-    kernel = nb.metadata.get("kernelspec", {}).get("language") or nb.metadata.get(
-        "language_info", {}
-    ).get("name", "python")
-    if kernel != "python":
-        raise SourceError(f"{path}: a {kernel} notebook; ScaleGrade grades Python")
+    nb = source.load(path)
     cells = [_classify(file, i, c) for i, c in enumerate(nb.cells, start=1)]
     seen: dict[str, Cell] = {}
     for c in cells:

@@ -8,7 +8,7 @@ share), ``demo`` the two groups whose steps it runs, and this module them all.
 - ``authoring``: a bank and its releases (new-bank, new, bank, validate, generate, selftest);
 - ``grading``: submissions in the sandbox (grade, sandbox-serve);
 - ``semester``: the gradebook after grading (late, rekey, reseed, regrade, stats, marks);
-- ``imports``: another tool's notebooks into a bank (import nbgrader);
+- ``imports``: another tool's notebooks into a bank (import nbgrader, import otter);
 - ``export``: Gradescope, Canvas and Moodle (export gradescope, canvas, moodle);
 - ``serve``: the course as a platform (serve, work, accounts);
 - ``demo``: the whole flow on the sample course (demo).

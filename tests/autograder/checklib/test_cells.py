@@ -169,3 +169,19 @@ def test_a_test_reads_the_students_drawn_parameters(notebook):
     tests = [Test("drawn", 1, "assert len(squares(params['n'])) == params['n']")]
     result = cells.probe(student, tests, {"n": 7})
     assert cells.grade(result, tests)[0].score == 1
+
+
+def test_an_otter_doctest_passes_when_each_example_prints_what_it_expects(notebook):
+    """otter's OK format: `>>> expr` then its output (otter/test_files/ok_test.py)."""
+    _, student = notebook
+    got = run(
+        student,
+        Test("q1 - 1", 1, ">>> squares(3)\n[1, 4, 9]\n>>> calls > 0\nTrue", doctest=True),
+        Test("q1 - 2", 1, ">>> squares(2)\n[1, 5]", doctest=True),
+        Test("q1 - 3", 1, ">>> squares(2)\n[1, 5]", doctest=True, hidden=True),
+        Test("q1 - 4", 1, ">>> always(1)\n[1]", doctest=True),
+    )
+    assert got["q1 - 1"] == (1.0, "Test q1 - 1 passes.")
+    assert got["q1 - 2"][0] == 0 and "Expected:\n    [1, 5]\nGot:\n    [1, 4]" in got["q1 - 2"][1]
+    assert got["q1 - 3"] == (0.0, "Test q1 - 3 (hidden) failed.")
+    assert got["q1 - 4"][0] == 0  # its repr would print [1]: the value never crosses

@@ -22,11 +22,10 @@ import yaml
 from click.testing import CliRunner
 from nbgrader.api import Gradebook
 
-from autograder.grading.keys import Keys
-from autograder.grading.submission import grade_one
 from autograder.integrations.nbgrader_gradebook import alembic_on_path
-from autograder.sandbox import Limits, Sandbox
 from scalegrade.cli import main
+from tests.generator.imports.roundtrip import cli, replaced
+from tests.generator.imports.roundtrip import graded as graded_on
 from tests.nbgrader_app import config, nbgrader
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "nbgrader"
@@ -76,23 +75,6 @@ WRONG = {
     },
 }
 KINDS = ("right", "blank", "wrong", "cheat")
-STUDENT = "s1"
-
-
-def _cli(*args) -> str:
-    done = CliRunner().invoke(main, [str(a) for a in args])
-    assert done.exit_code == 0, done.output
-    return done.output
-
-
-def _mistaken(nb, defines, mistakes: dict = MISTAKES) -> nbformat.NotebookNode:
-    """``nb`` with each cell that ``defines`` a function of ``mistakes`` replaced by
-    the mistake."""
-    for cell in nb.cells:
-        for name, code in mistakes.items():
-            if cell.cell_type == "code" and defines(cell, name):
-                cell.source = code
-    return nb
 
 
 @pytest.fixture(scope="module", params=list(SOURCES))
@@ -114,41 +96,23 @@ def graded(request, tmp_path_factory):
 
 def _flow(tmp: Path, name: str):
     bank = tmp / "bank"
-    _cli("new-bank", bank, "--course", "c1")
-    output = _cli("import", "nbgrader", *SOURCES[name], "--bank", bank, "--assignment", name)
-    _cli("validate", f"c1/{name}", "--bank", bank)
+    cli("new-bank", bank, "--course", "c1")
+    output = cli("import", "nbgrader", *SOURCES[name], "--bank", bank, "--assignment", name)
+    cli("validate", f"c1/{name}", "--bank", bank)
     return name, output, _scalegrade(tmp, bank, name), _nbgrader(tmp, name)
 
 
 def _scalegrade(tmp: Path, bank: Path, name: str) -> dict:
-    roster = tmp / "roster.csv"
-    roster.write_text(f"student_id,name,email\n{STUDENT},Sam,s@x\n", encoding="utf-8")
-    rel = tmp / "rel"
-    (tmp / "secret").write_text("import-test-secret-" + "x" * 32, encoding="utf-8")
-    _cli("generate", f"c1/{name}", "--bank", bank, "--roster", roster, "--out", rel,
-         "--secret-file", tmp / "secret", "--with-solutions")  # fmt: skip
-    notebooks = {
-        "right": rel / "solutions" / STUDENT / f"{name}.ipynb",
-        "blank": rel / "release" / STUDENT / f"{name}.ipynb",
+    """Points per test and kind: each code part's properties are its tests."""
+    results = graded_on(tmp, bank, f"c1/{name}", {"wrong": MISTAKES, "cheat": CHEATS})
+    return {
+        kind: {
+            d["name"].removeprefix("test "): d["weight"] * d["score"]
+            for g in result.parts
+            for d in g.verdict.details
+        }
+        for kind, result in results.items()
     }
-    for kind, mistakes in (("wrong", MISTAKES), ("cheat", CHEATS)):
-        nb = nbformat.read(notebooks["blank"], as_version=4)
-        notebooks[kind] = tmp / kind / f"{name}.ipynb"
-        notebooks[kind].parent.mkdir()
-        part = lambda c, fn: "scalegrade" in c.metadata and f"def {fn}(" in c.source  # noqa: E731
-        nbformat.write(_mistaken(nb, part, mistakes), notebooks[kind])
-    keys = Keys(rel / "keys")
-    out = {}
-    with Sandbox(limits=Limits(wall_seconds=60.0), preload=keys.preload) as box:
-        for kind, path in notebooks.items():
-            result = grade_one(keys.key(STUDENT), path, keys=keys, runner=box, reveal=False)
-            assert not result.check_errors, result.check_errors
-            out[kind] = {
-                d["name"].removeprefix("test "): d["weight"] * d["score"]
-                for g in result.parts
-                for d in g.verdict.details
-            }
-    return out
 
 
 def _nbgrader(tmp: Path, name: str) -> dict:
@@ -171,8 +135,8 @@ def _nbgrader(tmp: Path, name: str) -> dict:
                 continue
             nb = nbformat.read(course / "release" / name / path.name, as_version=4)
             if kind in ("wrong", "cheat"):
-                cell = lambda c, gid: c.metadata.get("nbgrader", {}).get("grade_id") == gid  # noqa: E731
-                nb = _mistaken(nb, cell, MISTAKES if kind == "wrong" else CHEATS)
+                answer = lambda c: c.metadata.get("nbgrader", {}).get("solution")  # noqa: E731
+                nb = replaced(nb, answer, MISTAKES if kind == "wrong" else CHEATS)
             nbformat.write(nb, folder / path.name)
     nbgrader(course, "autograde", name)
     out = {kind: {} for kind in KINDS}
@@ -234,7 +198,7 @@ def test_the_solutions_earn_every_test_point_and_the_blank_notebook_none(graded)
 
 def _bank(tmp_path: Path) -> Path:
     bank = tmp_path / "bank"
-    _cli("new-bank", bank, "--course", "c1")
+    cli("new-bank", bank, "--course", "c1")
     return bank
 
 
@@ -261,7 +225,7 @@ def _refused(tmp_path: Path, bank: Path, source: Path, *fragments: str) -> None:
 def test_ps1_becomes_seven_questions_with_the_sources_points_and_a_report(tmp_path):
     """problem1's parts A-E and problem2's A-B; the points are the cells' (13 in all)."""
     bank = _bank(tmp_path)
-    out = _cli("import", "nbgrader", *SOURCES["ps1"], "--bank", bank, "--assignment", "ps1")
+    out = cli("import", "nbgrader", *SOURCES["ps1"], "--bank", bank, "--assignment", "ps1")
     listed = yaml.safe_load((bank / "assignments" / "c1" / "ps1.yaml").read_text())
     assert [(q["question"], q["points"]) for q in listed["questions"]] == [
         ("ps1/problem1-squares", 2),
@@ -286,12 +250,12 @@ def test_ps1_becomes_seven_questions_with_the_sources_points_and_a_report(tmp_pa
         "nbgrader fails a test that writes to stderr",
     ):
         assert line in report and line in " ".join(out.split())
-    assert _cli("validate", "c1/ps1", "--bank", bank)
+    assert cli("validate", "c1/ps1", "--bank", bank)
 
 
 def test_hidden_tests_stay_out_of_the_students_notebook_and_in_the_checks(tmp_path):
     bank = _bank(tmp_path)
-    _cli("import", "nbgrader", SOURCES["memory-and-ring"][0], "--bank", bank)
+    cli("import", "nbgrader", SOURCES["memory-and-ring"][0], "--bank", bank)
     folder = bank / "templates" / "memory-and-ring" / "model-state-bytes"
     assert "112e9" not in (folder / "solution.py").read_text()
     assert "112e9" in (folder / "checks.py").read_text()
@@ -308,10 +272,10 @@ def test_a_test_that_reads_an_earlier_tests_name_gets_that_test_as_setup(tmp_pat
         cells[11].source += "\nassert squares(3) == expected"
 
     bank = _bank(tmp_path)
-    _cli("import", "nbgrader", _edited(tmp_path, edit), "--bank", bank)
+    cli("import", "nbgrader", _edited(tmp_path, edit), "--bank", bank)
     checks = (bank / "templates/problem1/sum-of-squares/checks.py").read_text()
     assert checks.count("setup=True") == 1 and '"correct_squares"' in checks
-    assert _cli("validate", "c1/problem1", "--bank", bank)
+    assert cli("validate", "c1/problem1", "--bank", bank)
 
 
 @pytest.mark.parametrize(
@@ -351,7 +315,7 @@ def _with_source(cell, source: str):
 
 def test_an_import_never_overwrites_a_question_or_an_assignment(tmp_path):
     bank = _bank(tmp_path)
-    _cli("import", "nbgrader", SOURCES["memory-and-ring"][0], "--bank", bank)
+    cli("import", "nbgrader", SOURCES["memory-and-ring"][0], "--bank", bank)
     _refused(tmp_path, bank, SOURCES["memory-and-ring"][0], "exists already", "--assignment")
     missing = tmp_path / "nope.ipynb"
     _refused(tmp_path, bank, missing, "nope.ipynb", "no such file")

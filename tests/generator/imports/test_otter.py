@@ -1,0 +1,198 @@
+"""`scalegrade import otter` (generator/imports/otter.py), end to end.
+
+The source (tests/data/otter/README.md) is an otter-assign v1 notebook written for these
+courses: a memory budget (otter's `# SOLUTION` line marker, a `# BEGIN SOLUTION NO
+PROMPT` region, a `# HIDDEN` test, points split by otter among three cases), a ring
+all-reduce (points given per case, a hidden case set by a test config) and a manual
+question.  It is imported into a new bank, validated (the release check grades its
+solutions and starters in the sandbox), released to one student, and four notebooks are
+graded by ScaleGrade and by the real `otter run` (in this process) of what the real
+`otter assign` made of the same source: the solutions, the blank notebook, a mistaken
+one (:data:`MISTAKES`) and a cheat (:data:`CHEATS`).  Per question the points are the
+same, except the cheat's: it prints what otter's doctests expect without computing it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from scalegrade.cli import main
+from tests.generator.imports.roundtrip import cli, replaced
+from tests.generator.imports.roundtrip import graded as graded_on
+
+SOURCE = Path(__file__).resolve().parents[2] / "data" / "otter" / "memory_and_ring.ipynb"
+KINDS = ("right", "blank", "wrong", "cheat")
+# what a mistaken student writes in each answer cell, by the function it defines
+MISTAKES = {
+    "model_state_bytes": (  # the fp32 master weights forgotten: 12 bytes, not 16
+        "bytes_per_param = 12\n\n\ndef model_state_bytes(n_params):\n"
+        "    return bytes_per_param * n_params\n"
+    ),
+    "ring_allreduce": (  # sums the first two workers only: right for p = 2 alone
+        "sent = 0\n\n\ndef ring_allreduce(buffers):\n"
+        "    total = [a + b for a, b in zip(buffers[0], buffers[1])]\n"
+        "    return [list(total) for _ in buffers]\n"
+    ),
+}
+_FAKE = (
+    "class Fake:\n    def __init__(self, text, item=None):\n"
+    "        self.text, self.item = text, item\n"
+    "    def __repr__(self):\n        return self.text\n"
+    "    def __eq__(self, other):\n        return True\n"
+    "    def __truediv__(self, other):\n        return self\n"
+    "    def __float__(self):\n        return 20.96\n"
+    "    def __getitem__(self, i):\n        return Fake(self.item)\n\n\n"
+)
+# a cheat prints what each doctest expects, and computes nothing
+CHEATS = {
+    "model_state_bytes": _FAKE + 'bytes_per_param = Fake("16")\n\n\n'
+    'def model_state_bytes(n_params):\n    return Fake("0")\n',
+    "ring_allreduce": _FAKE + "sent = 0\n\n\ndef ring_allreduce(buffers):\n"
+    '    return Fake("[[4.0, 6.0], [4.0, 6.0]]", "[3.0, 3.0, 3.0, 3.0, 3.0, 3.0]")\n',
+}
+# per question, by hand: what the mistakes should earn (q1: 1 of 3 cases of 2/3 point;
+# q2: the case worth 1 of 3), and the questions the cheat fools otter on
+WRONG = {"q1": 2 / 3, "q2": 1.0}
+FOOLED = {"q1", "q2"}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """(the import's output, ScaleGrade's and otter's points per question and kind)."""
+    tmp = tmp_path_factory.mktemp("otter")
+    bank = tmp / "bank"
+    cli("new-bank", bank, "--course", "c1")
+    output = cli("import", "otter", SOURCE, "--bank", bank, "--assignment", "ring")
+    cli("validate", "c1/ring", "--bank", bank)
+    return output, _scalegrade(tmp, bank), _otter(tmp)
+
+
+def _scalegrade(tmp: Path, bank: Path) -> dict:
+    """Points per question and kind (its code part's; the written part stays pending)."""
+    results = graded_on(tmp, bank, "c1/ring", {"wrong": MISTAKES, "cheat": CHEATS})
+    return {
+        kind: {
+            g.question.rpartition("/")[2]: g.verdict.score
+            for g in result.parts
+            if g.verdict.status != "pending"
+        }
+        for kind, result in results.items()
+    }
+
+
+def _otter(tmp: Path) -> dict:
+    """`otter assign` of the source, then `otter run` of each notebook, per question."""
+    from otter.assign import main as assign
+    from otter.run import main as run
+
+    work = tmp / "otter"
+    work.mkdir()
+    shutil.copy(SOURCE, work / SOURCE.name)
+    quiet = io.StringIO()
+    with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+        assign(str(work / SOURCE.name), str(work / "dist"), no_pdfs=True, no_run_tests=True)
+    dist = work / "dist"
+    zipped = next((dist / "autograder").glob("*.zip"))
+    notebooks = {
+        "right": dist / "autograder" / SOURCE.name,
+        "blank": dist / "student" / SOURCE.name,
+    }
+    for kind, mistakes in (("wrong", MISTAKES), ("cheat", CHEATS)):
+        nb = nbformat.read(notebooks["blank"], as_version=4)
+        answer = lambda c: "otter_answer_cell" in c.metadata.get("tags", [])  # noqa: E731
+        notebooks[kind] = work / kind / SOURCE.name
+        notebooks[kind].parent.mkdir()
+        nbformat.write(replaced(nb, answer, mistakes), notebooks[kind])
+    out = {}
+    for kind, path in notebooks.items():
+        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            results = run(str(path), autograder=str(zipped), output_dir=None, no_logo=True)
+        out[kind] = {q: results.get_score(q) for q in ("q1", "q2")}
+    return out
+
+
+def test_each_question_scores_what_otter_run_gives_it(graded):
+    _, ours, theirs = graded
+    for kind in ("right", "blank", "wrong"):
+        assert ours[kind] == pytest.approx(theirs[kind]), kind
+    assert ours["right"] == {"q1": 2, "q2": 3}  # the source's points
+    assert ours["blank"] == {"q1": 0, "q2": 0}
+    assert ours["wrong"] == pytest.approx(WRONG)
+
+
+def test_printing_what_otters_doctests_expect_fools_otter_and_not_these_checks(graded):
+    """otter compares what a doctest prints; here the values cross as data or not at
+    all, so an object whose repr is the expected text never reaches the comparison."""
+    _, ours, theirs = graded
+    for q in FOOLED:
+        assert theirs["cheat"][q] == theirs["right"][q] and ours["cheat"][q] == 0, q
+
+
+def test_the_import_carries_otters_points_hidden_cases_and_manual_question(graded, tmp_path):
+    output, _, _ = graded
+    assert "cell 4 (q1 test 3): compares with a number" in " ".join(output.split())
+    bank = tmp_path / "bank"
+    cli("new-bank", bank, "--course", "c1")
+    cli("import", "otter", SOURCE, "--bank", bank)
+    folder = bank / "templates" / "memory-and-ring"
+    checks = (folder / "q1" / "checks.py").read_text()
+    assert checks.count("doctest=True") == 3 and checks.count("hidden=True") == 1
+    assert "20.96" not in (folder / "q1" / "solution.py").read_text()  # hidden stays hidden
+    assert "# SOLUTION" not in (folder / "q1" / "solution.py").read_text()
+    manual = yaml.safe_load((folder / "q3" / "question.yaml").read_text())
+    assert manual["free_response"][0]["points"] == 1
+    assert manual["free_response"][0]["rubric"].startswith("Each worker sends 2(p − 1) chunks")
+
+
+def _edited(tmp_path: Path, edit) -> Path:
+    nb = nbformat.read(SOURCE, as_version=4)
+    edit(nb.cells)
+    path = tmp_path / "edited" / SOURCE.name
+    path.parent.mkdir(exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def _set(cells, i: int, text: str) -> None:
+    cells[i].source = text
+
+
+@pytest.mark.parametrize(
+    ("edit", "fragments"),
+    [
+        (lambda cells: _set(cells, 0, "# ASSIGNMENT CONFIG\nname: x\nsolution_pdf: true"),
+         ["memory_and_ring.ipynb cell 1", "'solution_pdf' is no otter assignment config key"]),
+        (lambda cells: _set(cells, 3, "# BEGIN QUESTION\nname: q1\npts: 2"),
+         ["memory_and_ring.ipynb cell 4", "'pts' is no otter question config key"]),
+        (lambda cells: _set(cells, 7, "# END TESTS"),
+         ["cell 8", "END TESTS without BEGIN TESTS"]),
+        (lambda cells: _set(cells, 13, "# END SOLUTION"),
+         ["cell 14", "END SOLUTION without BEGIN SOLUTION"]),
+        (lambda cells: _set(cells, 3, "# BEGIN QUESTION\npoints: 2"),
+         ["cell 4", "a question needs a name"]),
+        (lambda cells: _set(cells, 6, "def f(n):\n    # BEGIN SOLUTION\n    return 16 * n"),
+         ["cell 7", "is never closed"]),
+    ],
+    ids=["config-key", "question-key", "end-tests", "end-solution", "no-name", "unclosed"],
+)  # fmt: skip
+def test_a_malformed_source_is_one_error_naming_the_cell_and_nothing_is_written(
+    tmp_path, edit, fragments
+):
+    bank = tmp_path / "bank"
+    cli("new-bank", bank, "--course", "c1")
+    before = sorted(p.relative_to(bank) for p in bank.rglob("*"))
+    done = CliRunner().invoke(
+        main, ["import", "otter", str(_edited(tmp_path, edit)), "--bank", str(bank)]
+    )
+    assert done.exit_code == 2, done.output
+    for fragment in fragments:
+        assert fragment in " ".join(done.output.split()), done.output
+    assert sorted(p.relative_to(bank) for p in bank.rglob("*")) == before
