@@ -89,6 +89,12 @@ class Misconception(_Model):
     credit: float = Field(ge=0, lt=1)
 
 
+def answer_variable(index: int, answer_id: str) -> str:
+    """The notebook variable of answer ``answer_id`` of question ``index``, in an answer
+    cell of its own (``q3_states_gb``), unless the question names its own."""
+    return f"q{index}_{answer_id}"
+
+
 class Answer(_Model):
     """One answer of one student's key: SI ``value``; ``unit`` is what the student writes.
 
@@ -99,7 +105,7 @@ class Answer(_Model):
     """
 
     id: str
-    variable: str  # the notebook variable: q3_states_gb
+    variable: str  # the notebook variable: q3_states_gb (answer_variable), or the question's
     prompt: str
     points: float = Field(ge=0)
     ask: bool  # False: an intermediate the worked solution shows, not asked

@@ -15,6 +15,7 @@ import nbformat
 from nbformat import v4
 from nbformat.v4.nbjson import split_lines
 
+from contract import answer_variable
 from generator import otter as public_checks
 from generator.variant import KeyAnswer, Variant, given_cell, unit_factor
 
@@ -236,7 +237,12 @@ def _question_cells(
 
 
 def _answer_cells(v: Variant, q: str, k: KeyAnswer, pts: float, solutions: bool) -> list[Any]:
-    """A numeric answer's prompt, and its cell (``variable = ...``, or the key's value)."""
+    """A numeric answer's prompt, and its cell (``variable = ...``, or the key's value);
+    an answer the question's code sets (its own variable), its prompt alone."""
+    if k.variable != answer_variable(v.index, k.id):
+        text = f"**{k.prompt}** ({_points(pts)}): the grader reads `{k.variable}` as your code"
+        text += " below leaves it" + (f", in {k.unit}." if k.unit else ".")
+        return [_markdown(text, f"{q}-{k.id}-prompt", solution=False, grade=False, locked=True)]
     part = {
         "question": v.question_id,
         "kind": "answer",

@@ -148,11 +148,15 @@ class Answer(_Model):
     # why this part may equal 0, 1 or a given number (the point of the part, as "1F1B keeps
     # p micro-batches"): its draws are kept; without it, such draws are drawn again
     guessable: str | None = None
+    # the notebook's own name the grader reads, which the question's code sets (an imported
+    # question's `x`, compared with a number by its source's test); the notebook then has
+    # no answer cell for it.  Default: q<index>_<id>, in an answer cell of its own
+    variable: str | None = None
 
-    @field_validator("id")
+    @field_validator("id", "variable")
     @classmethod
-    def _identifier(cls, v: str) -> str:
-        if not v.isidentifier() or keyword.iskeyword(v):
+    def _identifier(cls, v: str | None) -> str | None:
+        if v is not None and (not v.isidentifier() or keyword.iskeyword(v)):
             raise ValueError(f"{v!r} must be a Python identifier (it names a notebook variable)")
         return v
 

@@ -231,7 +231,7 @@ def _key_answer(
     answer_ids = {x.id for x in q.spec.answers}
     return KeyAnswer(
         id=a.id,
-        variable=f"q{index}_{a.id}",
+        variable=a.variable or contract.answer_variable(index, a.id),
         prompt=template(a.prompt).render(**prompt_context),  # parameters only, no answers
         points=a.points,
         ask=a.ask,

@@ -44,6 +44,23 @@ class Written:
     rubric: str
 
 
+@dataclass(frozen=True)
+class Numeric:
+    """A test that compared a notebook variable with a number, as a numeric answer: the
+    grader reads ``variable`` as the student's code leaves it."""
+
+    id: str
+    variable: str
+    value: float
+    tolerance: dict  # {"abs": 0.001} or {"rel": 1e-05}
+    points: float
+    test: str  # the test it was
+
+    def shown(self) -> str:
+        ((kind, x),) = self.tolerance.items()
+        return f"{self.value:g} ± {x:g}" + (" relative" if kind == "rel" else "")
+
+
 @dataclass
 class Imported:
     """One question read from a source notebook."""
@@ -55,12 +72,23 @@ class Imported:
     code: str = ""  # solution.py: the cells, ``# %%``-separated, solution regions marked
     tests: list[Test] = field(default_factory=list)
     written: list[Written] = field(default_factory=list)
+    answers: list[Numeric] = field(default_factory=list)
 
     @property
     def points(self) -> float:
-        return sum(t.points for t in self.tests if not t.setup) + sum(
-            w.points for w in self.written
-        )
+        parts = [t for t in self.tests if not t.setup] + self.written + self.answers
+        return sum(p.points for p in parts)
+
+
+def numeric_answers(test: str, found, points: float, taken: set[str]) -> list[Numeric] | None:
+    """``found`` (:func:`.source.numeric`'s comparisons of test ``test``, worth
+    ``points``) as numeric answers, or None when one of its variables is already an
+    answer of this import (``taken``, which this extends)."""
+    if not found or {var for var, _, _ in found} & taken:
+        return None
+    taken |= {var for var, _, _ in found}
+    share = points / len(found)
+    return [Numeric(identifier(var), var, value, tol, share, test) for var, value, tol in found]
 
 
 @dataclass(frozen=True)
@@ -152,10 +180,34 @@ def spec(q: Imported, cite: str) -> dict:
         "source": {"notes": cite, "ref": q.ref},
         "params": {},
     }
+    if q.answers:
+        out["answers"] = [
+            {
+                "id": a.id,
+                "prompt": f"`{a.variable}`, as test {a.test} checks it",
+                "expr": repr(a.value),
+                "si_unit": "",
+                "tolerance": a.tolerance,
+                "points": a.points,
+                "sign": "any",
+                "variable": a.variable,
+                "guessable": "the source's own number, until the question draws it",
+            }
+            for a in q.answers
+        ]
     if q.written:
         out["free_response"] = [
             {"id": w.id, "prompt": w.prompt, "points": w.points, "rubric": w.rubric}
             for w in q.written
+        ]
+    if q.code and q.answers and not q.tests:  # what the answers read, worth nothing itself
+        out["code"] = [
+            {
+                "id": "code",
+                "prompt": "Your code, in the cells below: the answers above are what it computes.",
+                "solution": "solution.py",
+                "points": 0,
+            }
         ]
     if q.tests:
         names = ", ".join(t.name for t in q.tests if not t.setup)
@@ -224,8 +276,9 @@ def write(
                 encoding="utf-8",
             )
             (folder / "prompt.md").write_text(jinja_safe(q.prompt).strip() + "\n", encoding="utf-8")
-            if q.tests:
+            if q.code:
                 (folder / "solution.py").write_text(q.code.strip("\n") + "\n", encoding="utf-8")
+            if q.tests:
                 (folder / "checks.py").write_text(
                     checks_file(q, tool, q.ref.partition(",")[0]), encoding="utf-8"
                 )
@@ -278,6 +331,7 @@ def render_report(
         tests = [t.name for t in q.tests if not t.setup]
         parts = [f"{len(tests)} test(s)"] if tests else []
         parts += [f"written part {w.id} ({w.points:g})" for w in q.written]
+        parts += [f"numeric answer {a.variable} ({a.points:g})" for a in q.answers]
         lines.append(f"- {q.slug}: {q.title} ({q.points:g} points; {', '.join(parts)}), {q.ref}")
     lines += ["", "## Not carried over", ""]
     lines += [f"- {line}" for line in report] or ["Nothing: every cell was carried over."]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from autograder.checklib.cells import HIDDEN, Test, visible
 
-from . import Imported, SourceError, Written, identifier, slug, source
+from . import Imported, SourceError, Written, identifier, numeric_answers, slug, source
 
 SCHEMAS = (3, 4)
 MARK_SCHEME = ("=== BEGIN MARK SCHEME ===", "=== END MARK SCHEME ===")
@@ -141,7 +141,9 @@ def _groups(cells: list[Cell]) -> list[list[Cell]]:
     return out
 
 
-def _question(file: str, stem: str | None, g: list[Cell], report: list[str]) -> Imported:
+def _question(
+    file: str, stem: str | None, g: list[Cell], report: list[str], taken: set[str]
+) -> Imported:
     graded = [c for c in g if c.graded]
     has_tests = any(c.kind == "test" for c in g)
     # the prompt: the Markdown before the first cell the student writes or is graded on
@@ -152,6 +154,7 @@ def _question(file: str, stem: str | None, g: list[Cell], report: list[str]) -> 
     code: list[str] = []
     tests: list[Test] = []
     written: list[Written] = []
+    answers = []
     for c in [c for c in g if c not in lead]:
         if c.kind == "solution" and c.cell_type == "code":
             code.append("# %%\n" + source.marked(c.source, c.where(file)))
@@ -170,11 +173,21 @@ def _question(file: str, stem: str | None, g: list[Cell], report: list[str]) -> 
                 prompt.append(c.source)
         elif c.kind == "test":
             shown = source.kernel_code(visible(c.source), c.where(file), None)
+            test = _test_source(c, file, report)
+            found = numeric_answers(c.grade_id, source.numeric(test), c.points, taken)
             pts = f"{c.points:g} point" + ("" if c.points == 1 else "s")
-            head = f"# Test {c.grade_id} ({pts}): the grader runs it"
-            head += ", and hidden checks." if HIDDEN[0] in c.source else "."
+            if found:
+                answers += found
+                names = ", ".join(f"`{a.variable}`" for a in found)
+                head = f"# Test {c.grade_id} ({pts}): the grader reads {names} as your answer."
+                values = ", ".join(f"`{a.variable}` ({a.shown()})" for a in found)
+                report.append(f"{c.where(file)}: became the numeric answer {values}")
+            else:
+                head = f"# Test {c.grade_id} ({pts}): the grader runs it"
+                head += ", and hidden checks." if HIDDEN[0] in c.source else "."
+                source.note_test(test, c.where(file), report)
+                tests.append(Test(c.grade_id, c.points, test))
             code.append(f"# %%\n{head}\n{shown}")
-            tests.append(Test(c.grade_id, c.points, _test_source(c, file, report)))
         elif c.kind == "task":
             prompt.append(c.source)
             written.append(
@@ -210,6 +223,7 @@ def _question(file: str, stem: str | None, g: list[Cell], report: list[str]) -> 
         code="\n\n".join(code),
         tests=tests,
         written=written,
+        answers=answers,
     )
 
 
@@ -218,7 +232,6 @@ def _test_source(c: Cell, file: str, report: list[str]) -> str:
     code = source.kernel_code(c.source, c.where(file), None)
     if code != c.source:
         report.append(f"{c.where(file)}: IPython lines in a test are commented out")
-    source.note_test(code, c.where(file), report)
     return code
 
 
@@ -241,7 +254,9 @@ def read(path: Path, report: list[str], *, prefix: bool = False) -> list[Importe
             seen[c.grade_id] = c
     if not any(c.graded for c in cells):
         raise SourceError(f"{path}: no graded cell (nbgrader `grade` or `task`): nothing to import")
-    out = [_question(file, path.stem if prefix else None, g, report) for g in _groups(cells)]
+    taken: set[str] = set()  # the variables already numeric answers
+    stem = path.stem if prefix else None
+    out = [_question(file, stem, g, report, taken) for g in _groups(cells)]
     _setups(out, cells)
     if any(c.kind == "test" for c in cells):
         report.append(

@@ -28,7 +28,7 @@ import yaml
 
 from autograder.checklib.cells import Test
 
-from . import Imported, SourceError, Written, identifier, slug, source
+from . import Imported, SourceError, Written, identifier, numeric_answers, slug, source
 
 CONFIG = "# ASSIGNMENT CONFIG"
 _BLOCK = re.compile(r"^#\s*(BEGIN|END)\s+(QUESTION|PROMPT|SOLUTION|TESTS)\b(.*)$", re.I | re.S)
@@ -189,7 +189,9 @@ def _public_cell(name: str, cases: list) -> str:
     )
 
 
-def _question(file: str, stem: str | None, q: _Question, tests: dict, report) -> Imported:
+def _question(
+    file: str, stem: str | None, q: _Question, tests: dict, report, taken: set[str]
+) -> Imported:
     name = str(q.config["name"])
     manual = bool(q.config.get("manual"))
     prompt, code, written, answer, start = [], [], [], [], []
@@ -224,6 +226,7 @@ def _question(file: str, stem: str | None, q: _Question, tests: dict, report) ->
         elif cell.source.strip():
             code.append("# %%\n" + source.kernel_code(cell.source, where, report))
     checks: list[Test] = []
+    answers = []
     test_file = tests.get(name)
     if manual:
         points = float(q.config.get("points") or 0)
@@ -240,17 +243,23 @@ def _question(file: str, stem: str | None, q: _Question, tests: dict, report) ->
         raise SourceError(f"{q.where} ({name}): an autograded question with no tests")
     else:
         cases = test_file.test_cases
-        for i, tc in enumerate(cases, start=1):
-            source.note_test(_doctest_code(tc.body), f"{q.where} ({name} test {i})", report)
         if test_file.all_or_nothing:
+            for i, tc in enumerate(cases, start=1):
+                source.note_test(_doctest_code(tc.body), f"{q.where} ({name} test {i})", report)
             body = "\n".join(tc.body.strip() for tc in cases)
             checks.append(Test(name, float(sum(tc.points for tc in cases)), body, doctest=True))
-        else:
-            checks += [
-                Test(f"{name} - {i}", float(tc.points), tc.body.strip(), doctest=True,
-                     hidden=bool(tc.hidden))
-                for i, tc in enumerate(cases, start=1)
-            ]  # fmt: skip
+        for i, tc in enumerate(cases if not test_file.all_or_nothing else (), start=1):
+            case, where = f"{name} - {i}", f"{q.where} ({name} test {i})"
+            found = source.numeric(tc.body, doctest=True)
+            found = numeric_answers(case, found, float(tc.points), taken)
+            if found:
+                answers += found
+                shown = ", ".join(f"`{a.variable}` ({a.shown()})" for a in found)
+                report.append(f"{where}: became the numeric answer {shown}")
+                continue
+            source.note_test(_doctest_code(tc.body), where, report)
+            body = tc.body.strip()
+            checks.append(Test(case, float(tc.points), body, doctest=True, hidden=bool(tc.hidden)))
         public = [tc for tc in cases if not tc.hidden]
         if public:
             code.append(_public_cell(name, public))
@@ -265,6 +274,7 @@ def _question(file: str, stem: str | None, q: _Question, tests: dict, report) ->
         code="\n\n".join(code),
         tests=checks,
         written=written,
+        answers=answers,
     )
 
 
@@ -289,5 +299,5 @@ def read(path: Path, report: list[str], *, prefix: bool = False) -> list[Importe
     tests = _tests(path, assign, OKTestFile)
     if not any(not q.config.get("manual") for q in questions) and not tests:
         report.append(f"{path.name}: no autograded question")
-    stem = path.stem if prefix else None
-    return [_question(path.name, stem, q, tests, report) for q in questions]
+    stem, taken = (path.stem if prefix else None), set()
+    return [_question(path.name, stem, q, tests, report, taken) for q in questions]

@@ -136,3 +136,88 @@ def note_test(source: str, where: str, report: list[str]) -> None:
             f"{where}: compares with a number; it stays a test (a numeric answer with units "
             "and tolerance is written by hand: docs/authors.md)"
         )
+
+
+def _number(node) -> float | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _number(node.operand)
+        return -inner if inner is not None else None
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return float(node.value)
+    return None
+
+
+def _isclose(call) -> tuple[str, float, dict] | None:
+    """``np.isclose(x, 42.0, rtol=..., atol=...)`` or ``math.isclose(x, 42.0, rel_tol=...,
+    abs_tol=...)``, either order: (x, 42.0, its tolerance)."""
+    if not isinstance(call, ast.Call) or len(call.args) != 2:
+        return None
+    fn = call.func
+    name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", None)
+    if name != "isclose":
+        return None
+    module = fn.value.id if isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name) else ""
+    a, b = call.args
+    var, value = (a, _number(b)) if isinstance(a, ast.Name) else (b, _number(a))
+    if not isinstance(var, ast.Name) or value is None:
+        return None
+    kw = {k.arg: _number(k.value) for k in call.keywords}
+    if module == "math":
+        rel, absolute = kw.get("rel_tol", 1e-9), kw.get("abs_tol", 0.0)
+    else:  # NumPy's defaults
+        rel, absolute = kw.get("rtol", 1e-5), kw.get("atol", 1e-8)
+    if rel is None or absolute is None:
+        return None
+    tolerance = {"rel": rel} if rel and value and 0 < rel < 1 else {"abs": absolute}
+    return (var.id, value, tolerance) if tolerance.get("abs", 1) > 0 else None
+
+
+def _within(test) -> tuple[str, float, dict] | None:
+    """``abs(x - 42.0) < 1e-3`` (or ``<=``, either order inside): (x, 42.0, {abs: 1e-3})."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Lt | ast.LtE)):  # fmt: skip
+        return None
+    left, tol = test.left, _number(test.comparators[0])
+    if not (isinstance(left, ast.Call) and getattr(left.func, "id", None) == "abs"
+            and len(left.args) == 1 and tol and tol > 0):  # fmt: skip
+        return None
+    diff = left.args[0]
+    if not (isinstance(diff, ast.BinOp) and isinstance(diff.op, ast.Sub)):
+        return None
+    for var, lit in ((diff.left, diff.right), (diff.right, diff.left)):
+        if isinstance(var, ast.Name) and _number(lit) is not None:
+            return var.id, _number(lit), {"abs": tol}
+    return None
+
+
+def numeric(test: str, doctest: bool = False) -> list[tuple[str, float, dict]] | None:
+    """The comparisons of a notebook variable with a number that make up the whole of a
+    test, as (variable, number, tolerance): nbgrader's ``assert abs(x - 42.0) < 1e-3`` and
+    ``assert np.isclose(x, 42.0)``, otter's ``>>> np.isclose(x, 42.0)`` printing ``True``;
+    None when the test does anything else."""
+    if doctest:
+        import doctest as doctests
+
+        examples = doctests.DocTestParser().get_examples(test)
+        if not examples or any(e.want.strip() != "True" for e in examples):
+            return None
+        found = [_isclose(_expression(e.source)) for e in examples]
+    else:
+        try:
+            body = ast.parse(test).body
+        except SyntaxError:
+            return None
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # its docstring
+        if not body or not all(isinstance(s, ast.Assert) for s in body):
+            return None
+        found = [_isclose(s.test) or _within(s.test) for s in body]
+    return found if found and all(found) else None
+
+
+def _expression(code: str):
+    try:
+        body = ast.parse(code).body
+    except SyntaxError:
+        return None
+    return body[0].value if len(body) == 1 and isinstance(body[0], ast.Expr) else None

@@ -59,6 +59,9 @@ CHEATS = {
 }
 # the tests that compare the cheat's answer with `==` only: nbgrader gives their points
 FOOLED = {"ps1": ["correct_squares"], "memory-and-ring": ["model_state_bytes_hidden"]}
+# the tests that compare a variable with a number, imported as numeric answers: answer id
+# -> the test (memory_and_ring's `assert abs(state_gb - 20.96) < 0.01`)
+NUMERIC = {"state_gb": "state_gb_value"}
 # per test, the points the mistaken notebook should earn (from MISTAKES, by hand)
 WRONG = {
     "ps1": {
@@ -70,6 +73,7 @@ WRONG = {
     "memory-and-ring": {
         "model_state_bytes_value": 0,
         "model_state_bytes_hidden": 0,
+        "state_gb_value": 0,  # the mistake's notebook never sets state_gb
         "ring_sum": 2,
         "ring_sends": 0,
     },
@@ -103,16 +107,21 @@ def _flow(tmp: Path, name: str):
 
 
 def _scalegrade(tmp: Path, bank: Path, name: str) -> dict:
-    """Points per test and kind: each code part's properties are its tests."""
+    """Points per test and kind: each code part's properties are its tests; a test made a
+    numeric answer (:data:`NUMERIC`) is that answer's verdict."""
     results = graded_on(tmp, bank, f"c1/{name}", {"wrong": MISTAKES, "cheat": CHEATS})
-    return {
-        kind: {
+    out = {}
+    for kind, result in results.items():
+        out[kind] = {
             d["name"].removeprefix("test "): d["weight"] * d["score"]
             for g in result.parts
             for d in g.verdict.details
         }
-        for kind, result in results.items()
-    }
+        for g in result.parts:
+            if g.verdict.part in NUMERIC:
+                out[kind][NUMERIC[g.verdict.part]] = g.verdict.score
+    out["parts"] = {(g.question, g.verdict.part): g.verdict.status for g in results["right"].parts}
+    return out
 
 
 def _nbgrader(tmp: Path, name: str) -> dict:
@@ -173,6 +182,37 @@ def test_an_answer_equal_to_anything_fools_nbgrader_and_not_these_checks(graded)
             assert ours["cheat"][test] == pytest.approx(pts), test
 
 
+# the graded parts of each import (question, part), as the source's grade ids make them
+PARTS = {
+    "ps1": {
+        ("ps1/problem1-squares", "tests"),
+        ("ps1/problem1-sum-of-squares", "tests"),
+        ("ps1/problem1-sum-of-squares-equation", "sum_of_squares_equation"),
+        ("ps1/problem1-sum-of-squares-application", "sum_of_squares_application"),
+        ("ps1/problem1-part-e", "cell_938593c4a215c6cc"),
+        ("ps1/problem2-part-a", "part_a"),
+        ("ps1/problem2-part-b", "part_b"),
+    },
+    "memory-and-ring": {
+        ("memory-and-ring/model-state-bytes", "tests"),
+        ("memory-and-ring/state-gb", "state_gb"),  # the answer; its code is no part
+        ("memory-and-ring/ring-allreduce", "tests"),
+        ("memory-and-ring/ring-bytes-why", "ring_bytes_why"),
+    },
+}
+
+
+def test_each_graded_cell_is_a_part_and_a_test_of_a_variable_a_numeric_answer(graded):
+    """memory_and_ring's Part B: `assert abs(state_gb - 20.96) < 0.01` is the answer
+    `state_gb`; the cell that sets it is graded through it, not as a part of its own."""
+    name, output, ours, _ = graded
+    assert set(ours["parts"]) == PARTS[name]
+    if name == "memory-and-ring":
+        assert ours["parts"][("memory-and-ring/state-gb", "state_gb")] == "correct"
+        line = "cell 9 (state_gb_value): became the numeric answer `state_gb` (20.96 ± 0.01)"
+        assert line in " ".join(output.split())
+
+
 def test_the_solutions_earn_every_test_point_and_the_blank_notebook_none(graded):
     name, _, ours, _ = graded
     points = {
@@ -185,6 +225,7 @@ def test_the_solutions_earn_every_test_point_and_the_blank_notebook_none(graded)
         "memory-and-ring": {
             "model_state_bytes_value": 1,
             "model_state_bytes_hidden": 1,
+            "state_gb_value": 1,
             "ring_sum": 2,
             "ring_sends": 1,
         },

@@ -34,7 +34,8 @@ KINDS = ("right", "blank", "wrong", "cheat")
 MISTAKES = {
     "model_state_bytes": (  # the fp32 master weights forgotten: 12 bytes, not 16
         "bytes_per_param = 12\n\n\ndef model_state_bytes(n_params):\n"
-        "    return bytes_per_param * n_params\n"
+        "    return bytes_per_param * n_params\n\n\n"
+        "state_gb = model_state_bytes(1.31e9) / 1e9\n"
     ),
     "ring_allreduce": (  # sums the first two workers only: right for p = 2 alone
         "sent = 0\n\n\ndef ring_allreduce(buffers):\n"
@@ -54,13 +55,13 @@ _FAKE = (
 # a cheat prints what each doctest expects, and computes nothing
 CHEATS = {
     "model_state_bytes": _FAKE + 'bytes_per_param = Fake("16")\n\n\n'
-    'def model_state_bytes(n_params):\n    return Fake("0")\n',
+    'def model_state_bytes(n_params):\n    return Fake("0")\n\n\nstate_gb = Fake("20.96")\n',
     "ring_allreduce": _FAKE + "sent = 0\n\n\ndef ring_allreduce(buffers):\n"
     '    return Fake("[[4.0, 6.0], [4.0, 6.0]]", "[3.0, 3.0, 3.0, 3.0, 3.0, 3.0]")\n',
 }
-# per question, by hand: what the mistakes should earn (q1: 1 of 3 cases of 2/3 point;
+# per question, by hand: what the mistakes should earn (q1: 1 of 4 cases of 3/4 point;
 # q2: the case worth 1 of 3), and the questions the cheat fools otter on
-WRONG = {"q1": 2 / 3, "q2": 1.0}
+WRONG = {"q1": 0.75, "q2": 1.0}
 FOOLED = {"q1", "q2"}
 
 
@@ -76,16 +77,17 @@ def graded(tmp_path_factory):
 
 
 def _scalegrade(tmp: Path, bank: Path) -> dict:
-    """Points per question and kind (its code part's; the written part stays pending)."""
+    """Points per question and kind (its code part's and numeric answers'; the written
+    part stays pending)."""
     results = graded_on(tmp, bank, "c1/ring", {"wrong": MISTAKES, "cheat": CHEATS})
-    return {
-        kind: {
-            g.question.rpartition("/")[2]: g.verdict.score
-            for g in result.parts
-            if g.verdict.status != "pending"
-        }
-        for kind, result in results.items()
-    }
+    out = {}
+    for kind, result in results.items():
+        out[kind] = {}
+        for g in result.parts:
+            if g.verdict.status != "pending":
+                q = g.question.rpartition("/")[2]
+                out[kind][q] = out[kind].get(q, 0) + g.verdict.score
+    return out
 
 
 def _otter(tmp: Path) -> dict:
@@ -123,7 +125,7 @@ def test_each_question_scores_what_otter_run_gives_it(graded):
     _, ours, theirs = graded
     for kind in ("right", "blank", "wrong"):
         assert ours[kind] == pytest.approx(theirs[kind]), kind
-    assert ours["right"] == {"q1": 2, "q2": 3}  # the source's points
+    assert ours["right"] == {"q1": 3, "q2": 3}  # the source's points
     assert ours["blank"] == {"q1": 0, "q2": 0}
     assert ours["wrong"] == pytest.approx(WRONG)
 
@@ -138,14 +140,25 @@ def test_printing_what_otters_doctests_expect_fools_otter_and_not_these_checks(g
 
 def test_the_import_carries_otters_points_hidden_cases_and_manual_question(graded, tmp_path):
     output, _, _ = graded
-    assert "cell 4 (q1 test 3): compares with a number" in " ".join(output.split())
+    assert "cell 4 (q1 test 4): compares with a number" in " ".join(output.split())
     bank = tmp_path / "bank"
     cli("new-bank", bank, "--course", "c1")
     cli("import", "otter", SOURCE, "--bank", bank)
     folder = bank / "templates" / "memory-and-ring"
     checks = (folder / "q1" / "checks.py").read_text()
     assert checks.count("doctest=True") == 3 and checks.count("hidden=True") == 1
-    assert "20.96" not in (folder / "q1" / "solution.py").read_text()  # hidden stays hidden
+    spec = yaml.safe_load((folder / "q1" / "question.yaml").read_text())
+    [answer] = spec["answers"]  # `>>> math.isclose(state_gb, 20.96, rel_tol=1e-3)`: True
+    assert (answer["variable"], answer["expr"], answer["tolerance"]) == (
+        "state_gb",
+        "20.96",
+        {"rel": 0.001},
+    )
+    assert "became the numeric answer `state_gb` (20.96 ± 0.001 relative)" in " ".join(
+        output.split()
+    )
+    hidden = "model_state_bytes(1310000000.0)"  # the hidden case, as otter assign wrote it
+    assert hidden in checks and hidden not in (folder / "q1" / "solution.py").read_text()
     assert "# SOLUTION" not in (folder / "q1" / "solution.py").read_text()
     manual = yaml.safe_load((folder / "q3" / "question.yaml").read_text())
     assert manual["free_response"][0]["points"] == 1
