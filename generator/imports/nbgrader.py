@@ -145,7 +145,6 @@ def _question(
     file: str, stem: str | None, g: list[Cell], report: list[str], taken: set[str]
 ) -> Imported:
     graded = [c for c in g if c.graded]
-    has_tests = any(c.kind == "test" for c in g)
     # the prompt: the Markdown before the first cell the student writes or is graded on
     # (context code before it, `import math`, goes first in the code)
     first = next((i for i, c in enumerate(g) if c.kind not in ("markdown", "code")), len(g))
@@ -155,20 +154,16 @@ def _question(
     tests: list[Test] = []
     written: list[Written] = []
     answers = []
+    among: list[str] = []  # Markdown among the code cells
     for c in [c for c in g if c not in lead]:
         if c.kind == "solution" and c.cell_type == "code":
             code.append("# %%\n" + source.marked(c.source, c.where(file)))
-        elif c.kind == "code":
-            if has_tests:
-                code.append("# %%\n" + source.kernel_code(c.source, c.where(file), report))
-            elif c.source.strip():
-                report.append(
-                    f"{c.where(file)}: a code cell in a question with no tests is not "
-                    "carried (a later cell that needs what it defines will not find it)"
-                )
+        elif c.kind == "code" and c.source.strip():
+            code.append("# %%\n" + source.kernel_code(c.source, c.where(file), report))
         elif c.kind == "markdown":
-            if has_tests and code:
+            if code:
                 code.append(source.markdown_cell(c.source))
+                among.append(c.source)
             else:
                 prompt.append(c.source)
         elif c.kind == "test":
@@ -206,6 +201,13 @@ def _question(
             written.append(Written(identifier(c.grade_id), "Your answer", c.points, rubric))
         elif c.kind == "solution":  # an ungraded Markdown solution cell
             report.append(f"{c.where(file)}: an ungraded answer cell is not carried (no points)")
+    if code and not tests and not answers:  # nothing graded reads them
+        cells = [c.where(file) for c in g if c.cell_type == "code" and c.kind != "manual"]
+        report.append(
+            f"{', '.join(cells)}: code in a question with no tests is not carried (a later "
+            "cell that needs what it defines will not find it)"
+        )
+        code, prompt = [], prompt + among
     for c in g:
         if c.cell_type == "markdown":
             source.note_images(c.source, c.where(file), report)

@@ -16,6 +16,7 @@ the student's notebook that runs them (``grader.check`` does the same in otter).
 from __future__ import annotations
 
 import contextlib
+import doctest
 import io
 import logging
 import re
@@ -238,28 +239,36 @@ def _question(
         rubric = "\n\n".join(answer) or "Graded by a person."
         prompt_text = f"Your answer{': ' + student.strip() if student.strip() else ''}"
         written.append(Written(identifier(name), prompt_text[:300], points, rubric))
+        if code:
+            report.append(
+                f"{q.where} ({name}): the code cells of a manually graded question are not "
+                "carried (a later cell that needs what they define will not find it)"
+            )
         code = []
     elif test_file is None or not test_file.test_cases:
         raise SourceError(f"{q.where} ({name}): an autograded question with no tests")
     else:
         cases = test_file.test_cases
-        if test_file.all_or_nothing:
-            for i, tc in enumerate(cases, start=1):
-                source.note_test(_doctest_code(tc.body), f"{q.where} ({name} test {i})", report)
-            body = "\n".join(tc.body.strip() for tc in cases)
-            checks.append(Test(name, float(sum(tc.points for tc in cases)), body, doctest=True))
-        for i, tc in enumerate(cases if not test_file.all_or_nothing else (), start=1):
+        for i, tc in enumerate(cases, start=1):
             case, where = f"{name} - {i}", f"{q.where} ({name} test {i})"
-            found = source.numeric(tc.body, doctest=True)
-            found = numeric_answers(case, found, float(tc.points), taken)
+            found = None
+            if not test_file.all_or_nothing:  # its cases are one check
+                found = source.numeric(tc.body, doctest=True)
+                found = numeric_answers(case, found, float(tc.points), taken)
             if found:
                 answers += found
                 shown = ", ".join(f"`{a.variable}` ({a.shown()})" for a in found)
                 report.append(f"{where}: became the numeric answer {shown}")
                 continue
             source.note_test(_doctest_code(tc.body), where, report)
-            body = tc.body.strip()
-            checks.append(Test(case, float(tc.points), body, doctest=True, hidden=bool(tc.hidden)))
+            if not test_file.all_or_nothing:
+                hidden = bool(tc.hidden)
+                checks.append(
+                    Test(case, float(tc.points), tc.body.strip(), doctest=True, hidden=hidden)
+                )
+        if test_file.all_or_nothing:
+            body = "\n".join(tc.body.strip() for tc in cases)
+            checks.append(Test(name, float(sum(tc.points for tc in cases)), body, doctest=True))
         public = [tc for tc in cases if not tc.hidden]
         if public:
             code.append(_public_cell(name, public))
@@ -280,8 +289,6 @@ def _question(
 
 def _doctest_code(body: str) -> str:
     """The Python of a doctest's examples (for the report's notes on a test)."""
-    import doctest
-
     return "\n".join(e.source for e in doctest.DocTestParser().get_examples(body))
 
 

@@ -362,3 +362,16 @@ def test_an_import_never_overwrites_a_question_or_an_assignment(tmp_path):
     _refused(tmp_path, bank, missing, "nope.ipynb", "no such file")
     (tmp_path / "text.ipynb").write_text("not json", encoding="utf-8")
     _refused(tmp_path, bank, tmp_path / "text.ipynb", "text.ipynb", "not a Jupyter notebook")
+
+
+def test_code_in_a_part_graded_by_a_person_is_reported_not_dropped_silently(tmp_path):
+    """A code cell before problem1's Part C (a written answer): nothing graded reads it."""
+
+    def edit(cells):
+        cells.insert(14, nbformat.v4.new_code_cell("helper = 1"))
+
+    bank = _bank(tmp_path)
+    out = cli("import", "nbgrader", _edited(tmp_path, edit), "--bank", bank)
+    assert "problem1.ipynb cell 15: code in a question with no tests is not carried" in " ".join(
+        out.split()
+    )
