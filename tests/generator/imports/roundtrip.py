@@ -34,9 +34,12 @@ def replaced(nb, is_answer, mistakes: dict) -> nbformat.NotebookNode:
     return nb
 
 
-def graded(tmp: Path, bank: Path, aid: str, students: dict[str, dict]) -> dict[str, StudentResult]:
+def graded(
+    tmp: Path, bank: Path, aid: str, students: dict[str, dict], **where
+) -> dict[str, StudentResult]:
     """``aid`` (COURSE/ID) released to one student and graded: "right" (the solutions),
-    "blank" (the release) and one notebook per entry of ``students`` (kind: mistakes)."""
+    "blank" (the release) and one notebook per entry of ``students`` (kind: mistakes), in
+    a warm sandbox on the host, or where ``where`` says (``backend``, ``image``)."""
     short = aid.partition("/")[2]
     roster = tmp / "roster.csv"
     roster.write_text(f"student_id,name,email\n{STUDENT},Sam,s@x\n", encoding="utf-8")
@@ -56,7 +59,7 @@ def graded(tmp: Path, bank: Path, aid: str, students: dict[str, dict]) -> dict[s
         nbformat.write(replaced(nb, part, mistakes), notebooks[kind])
     keys = Keys(rel / "keys")
     out = {}
-    with Sandbox(limits=Limits(wall_seconds=60.0), preload=keys.preload) as box:
+    with Sandbox(limits=Limits(wall_seconds=60.0), preload=keys.preload, **where) as box:
         for kind, path in notebooks.items():
             result = grade_one(keys.key(STUDENT), path, keys=keys, runner=box, reveal=False)
             assert not result.check_errors, result.check_errors

@@ -4,10 +4,11 @@ Two sources (tests/data/nbgrader/README.md): nbgrader 0.9.6's own quick-start as
 (ps1: problem1 and problem2) and a notebook written for these courses (a memory budget
 and a ring all-reduce, with hidden tests and a mark scheme).  Each is imported into a new
 bank, validated (the release check grades its solutions and starters in the sandbox),
-released to one student, and three notebooks are graded both by ScaleGrade and by the
-real `nbgrader autograde` of the same source: the source's solutions, the blank notebook
-and a mistaken one (:data:`MISTAKES`).  Per test cell, ScaleGrade's points are
-nbgrader's; the totals are also checked against what the mistakes were made to lose.
+released to one student, and four notebooks are graded both by ScaleGrade (on the host,
+and again in the grading image) and by the real `nbgrader autograde` of the same source:
+the source's solutions, the blank notebook, a mistaken one (:data:`MISTAKES`) and a cheat
+(:data:`CHEATS`).  Per test cell, ScaleGrade's points are nbgrader's, except the cheat's
+`==` tests; the totals are also checked against what the mistakes were made to lose.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 import pytest
@@ -81,9 +83,16 @@ WRONG = {
 KINDS = ("right", "blank", "wrong", "cheat")
 
 
+class Graded(NamedTuple):
+    name: str  # of SOURCES
+    output: str  # the import's
+    ours: dict  # ScaleGrade's points per kind and test; "parts": the right one's statuses
+    theirs: dict  # nbgrader's points per kind and test
+    bank: Path
+
+
 @pytest.fixture(scope="module", params=list(SOURCES))
-def graded(request, tmp_path_factory):
-    """(name, the import's output, ScaleGrade's and nbgrader's points per test and kind)."""
+def graded(request, tmp_path_factory) -> Graded:
     name = request.param
     tmp = tmp_path_factory.mktemp(name)
     with pytest.MonkeyPatch.context() as mp:
@@ -103,13 +112,13 @@ def _flow(tmp: Path, name: str):
     cli("new-bank", bank, "--course", "c1")
     output = cli("import", "nbgrader", *SOURCES[name], "--bank", bank, "--assignment", name)
     cli("validate", f"c1/{name}", "--bank", bank)
-    return name, output, _scalegrade(tmp, bank, name), _nbgrader(tmp, name)
+    ours = _per_test(graded_on(tmp, bank, f"c1/{name}", {"wrong": MISTAKES, "cheat": CHEATS}))
+    return Graded(name, output, ours, _nbgrader(tmp, name), bank)
 
 
-def _scalegrade(tmp: Path, bank: Path, name: str) -> dict:
+def _per_test(results: dict) -> dict:
     """Points per test and kind: each code part's properties are its tests; a test made a
     numeric answer (:data:`NUMERIC`) is that answer's verdict."""
-    results = graded_on(tmp, bank, f"c1/{name}", {"wrong": MISTAKES, "cheat": CHEATS})
     out = {}
     for kind, result in results.items():
         out[kind] = {
@@ -165,7 +174,7 @@ def _tests(path: Path) -> list[str]:
 
 
 def test_each_test_scores_what_nbgrader_autograde_gives_it(graded):
-    name, _, ours, theirs = graded
+    name, ours, theirs = graded.name, graded.ours, graded.theirs
     for kind in ("right", "blank", "wrong"):
         assert ours[kind] == pytest.approx(theirs[kind]), kind
     assert ours["wrong"] == pytest.approx(WRONG[name])
@@ -174,7 +183,7 @@ def test_each_test_scores_what_nbgrader_autograde_gives_it(graded):
 def test_an_answer_equal_to_anything_fools_nbgrader_and_not_these_checks(graded):
     """The kernel's `assert squares(1) == [1]` calls the student's __eq__; here the answer
     crosses as data or not at all."""
-    name, _, ours, theirs = graded
+    name, ours, theirs = graded.name, graded.ours, graded.theirs
     for test, pts in theirs["cheat"].items():
         if test in FOOLED[name]:
             assert pts > 0 and ours["cheat"][test] == 0, test
@@ -205,7 +214,7 @@ PARTS = {
 def test_each_graded_cell_is_a_part_and_a_test_of_a_variable_a_numeric_answer(graded):
     """memory_and_ring's Part B: `assert abs(state_gb - 20.96) < 0.01` is the answer
     `state_gb`; the cell that sets it is graded through it, not as a part of its own."""
-    name, output, ours, _ = graded
+    name, output, ours = graded.name, graded.output, graded.ours
     assert set(ours["parts"]) == PARTS[name]
     if name == "memory-and-ring":
         assert ours["parts"][("memory-and-ring/state-gb", "state_gb")] == "correct"
@@ -213,8 +222,17 @@ def test_each_graded_cell_is_a_part_and_a_test_of_a_variable_a_numeric_answer(gr
         assert line in " ".join(output.split())
 
 
+def test_the_checks_grade_the_same_in_the_grading_image(graded, grading_image, tmp_path):
+    """The four notebooks graded again in the CPU grading image (podman or docker): the
+    new harness requests and the check library behave there as on the host."""
+    aid = f"c1/{graded.name}"
+    students = {"wrong": MISTAKES, "cheat": CHEATS}
+    image = graded_on(tmp_path, graded.bank, aid, students, backend="docker", image=grading_image)
+    assert _per_test(image) == graded.ours
+
+
 def test_the_solutions_earn_every_test_point_and_the_blank_notebook_none(graded):
-    name, _, ours, _ = graded
+    name, ours = graded.name, graded.ours
     points = {
         "ps1": {
             "correct_squares": 1,

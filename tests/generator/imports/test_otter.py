@@ -2,11 +2,13 @@
 
 The source (tests/data/otter/README.md) is an otter-assign v1 notebook written for these
 courses: a memory budget (otter's `# SOLUTION` line marker, a `# BEGIN SOLUTION NO
-PROMPT` region, a `# HIDDEN` test, points split by otter among three cases), a ring
+PROMPT` region, a `# HIDDEN` test, a test of a variable that becomes a numeric answer,
+points split by otter among four cases), a ring
 all-reduce (points given per case, a hidden case set by a test config) and a manual
 question.  It is imported into a new bank, validated (the release check grades its
 solutions and starters in the sandbox), released to one student, and four notebooks are
-graded by ScaleGrade and by the real `otter run` (in this process) of what the real
+graded by ScaleGrade (on the host, and again in the grading image) and by the real `otter
+run` (in this process) of what the real
 `otter assign` made of the same source: the solutions, the blank notebook, a mistaken
 one (:data:`MISTAKES`) and a cheat (:data:`CHEATS`).  Per question the points are the
 same, except the cheat's: it prints what otter's doctests expect without computing it.
@@ -73,13 +75,13 @@ def graded(tmp_path_factory):
     cli("new-bank", bank, "--course", "c1")
     output = cli("import", "otter", SOURCE, "--bank", bank, "--assignment", "ring")
     cli("validate", "c1/ring", "--bank", bank)
-    return output, _scalegrade(tmp, bank), _otter(tmp)
+    ours = _per_question(graded_on(tmp, bank, "c1/ring", {"wrong": MISTAKES, "cheat": CHEATS}))
+    return output, ours, _otter(tmp), bank
 
 
-def _scalegrade(tmp: Path, bank: Path) -> dict:
+def _per_question(results: dict) -> dict:
     """Points per question and kind (its code part's and numeric answers'; the written
     part stays pending)."""
-    results = graded_on(tmp, bank, "c1/ring", {"wrong": MISTAKES, "cheat": CHEATS})
     out = {}
     for kind, result in results.items():
         out[kind] = {}
@@ -122,7 +124,7 @@ def _otter(tmp: Path) -> dict:
 
 
 def test_each_question_scores_what_otter_run_gives_it(graded):
-    _, ours, theirs = graded
+    _, ours, theirs, _ = graded
     for kind in ("right", "blank", "wrong"):
         assert ours[kind] == pytest.approx(theirs[kind]), kind
     assert ours["right"] == {"q1": 3, "q2": 3}  # the source's points
@@ -133,13 +135,21 @@ def test_each_question_scores_what_otter_run_gives_it(graded):
 def test_printing_what_otters_doctests_expect_fools_otter_and_not_these_checks(graded):
     """otter compares what a doctest prints; here the values cross as data or not at
     all, so an object whose repr is the expected text never reaches the comparison."""
-    _, ours, theirs = graded
+    _, ours, theirs, _ = graded
     for q in FOOLED:
         assert theirs["cheat"][q] == theirs["right"][q] and ours["cheat"][q] == 0, q
 
 
+def test_the_doctests_grade_the_same_in_the_grading_image(graded, grading_image, tmp_path):
+    """The four notebooks graded again in the CPU grading image (podman or docker)."""
+    _, ours, _, bank = graded
+    students = {"wrong": MISTAKES, "cheat": CHEATS}
+    image = graded_on(tmp_path, bank, "c1/ring", students, backend="docker", image=grading_image)
+    assert _per_question(image) == ours
+
+
 def test_the_import_carries_otters_points_hidden_cases_and_manual_question(graded, tmp_path):
-    output, _, _ = graded
+    output, _, _, _ = graded
     assert "cell 4 (q1 test 4): compares with a number" in " ".join(output.split())
     bank = tmp_path / "bank"
     cli("new-bank", bank, "--course", "c1")
