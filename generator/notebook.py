@@ -207,10 +207,10 @@ def _question_cells(
     solutions: bool,
     public_check: bool,
 ) -> list[Any]:
-    """Question ``v``'s cells, worth ``q_points``: its prompt and Given cell, its answers
-    (then its otter check, with ``public_check``), its written and code parts, and its
-    worked solution in the solutions notebook.  Each part's points are scaled to
-    ``q_points``."""
+    """Question ``v``'s cells, worth ``q_points``: its prompt and Given cell (none when
+    nothing is drawn: an imported question's fixed numbers), its answers (then its otter
+    check, with ``public_check``), its written and code parts, and its worked solution in
+    the solutions notebook.  Each part's points are scaled to ``q_points``."""
     q = f"q{v.index}"
     scale = q_points / v.points if v.points else 1.0
     title = f"## Question {v.index}. {v.title} ({_points(q_points)})\n\n*Source: notes {v.source}*"
@@ -218,8 +218,10 @@ def _question_cells(
         _markdown(
             f"{title}\n\n{v.prompt}", f"{q}-prompt", solution=False, grade=False, locked=True
         ),
-        _code(given_cell(v, params_units), f"{q}-given", solution=False, grade=False, locked=True),
     ]
+    if v.given:
+        given = given_cell(v, params_units)
+        cells.append(_code(given, f"{q}-given", solution=False, grade=False, locked=True))
     for k in v.answers:
         if k.ask:
             cells += _answer_cells(v, q, k, k.points * scale, solutions)

@@ -393,3 +393,16 @@ def test_code_in_a_part_graded_by_a_person_is_reported_not_dropped_silently(tmp_
     assert "problem1.ipynb cell 15: code in a question with no tests is not carried" in " ".join(
         out.split()
     )
+
+
+def test_a_question_with_nothing_drawn_has_no_given_cell(tmp_path):
+    """ps1's questions have fixed numbers: the released notebook says no "your numbers"."""
+    bank = _bank(tmp_path)
+    cli("import", "nbgrader", *SOURCES["ps1"], "--bank", bank, "--assignment", "ps1")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,name,email\nana,Ana,a@x\n", encoding="utf-8")
+    (tmp_path / "secret").write_text("s" * 40, encoding="utf-8")
+    cli("generate", "c1/ps1", "--bank", bank, "--roster", roster, "--out", tmp_path / "rel",
+        "--secret-file", tmp_path / "secret", "--selfcheck-seeds", "0")  # fmt: skip
+    nb = nbformat.read(tmp_path / "rel" / "release" / "ana" / "ps1.ipynb", as_version=4)
+    assert not [c for c in nb.cells if c.get("id", "").endswith("-given")]
