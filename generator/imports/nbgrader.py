@@ -230,10 +230,17 @@ def _question(
 
 
 def _test_source(c: Cell, file: str, report: list[str]) -> str:
-    """A test as the checks run it: IPython lines commented out, noted in the report."""
+    """A test as the checks run it: IPython lines commented out, noted in the report, as
+    are nbgrader's ``### AUTOTEST`` lines, which nbgrader expands from its autotests.yml
+    when it generates an assignment and which stay comments here."""
     code = source.kernel_code(c.source, c.where(file), None)
     if code != c.source:
         report.append(f"{c.where(file)}: IPython lines in a test are commented out")
+    if any(line.strip().startswith("### AUTOTEST") for line in code.splitlines()):
+        report.append(
+            f"{c.where(file)}: nbgrader's ### AUTOTEST lines are not carried (nbgrader "
+            "expands them from autotests.yml): write the assertions they stand for"
+        )
     return code
 
 
@@ -258,7 +265,18 @@ def read(path: Path, report: list[str], *, prefix: bool = False) -> list[Importe
         raise SourceError(f"{path}: no graded cell (nbgrader `grade` or `task`): nothing to import")
     taken: set[str] = set()  # the variables already numeric answers
     stem = path.stem if prefix else None
-    out = [_question(file, stem, g, report, taken) for g in _groups(cells)]
+    out = []
+    for g in _groups(cells):
+        if any(c.kind == "test" for c in g) and not any(c.kind == "solution" for c in g):
+            where = ", ".join(c.where(file) for c in g if c.kind == "test")
+            report.append(
+                f"{where}: tests of no solution cell (nothing for the student to write) are "
+                "not carried"
+            )
+            continue
+        out.append(_question(file, stem, g, report, taken))
+    if not out:
+        raise SourceError(f"{path}: no part a student writes: nothing to import")
     _setups(out, cells)
     if any(c.kind == "test" for c in cells):
         report.append(

@@ -406,3 +406,31 @@ def test_a_question_with_nothing_drawn_has_no_given_cell(tmp_path):
         "--secret-file", tmp_path / "secret", "--selfcheck-seeds", "0")  # fmt: skip
     nb = nbformat.read(tmp_path / "rel" / "release" / "ana" / "ps1.ipynb", as_version=4)
     assert not [c for c in nb.cells if c.get("id", "").endswith("-given")]
+
+
+AUTOTEST = "### AUTOTEST squares(3)"  # nbgrader expands it from autotests.yml
+
+
+def _test_cell(grade_id: str, source: str):
+    meta = {"grade": True, "grade_id": grade_id, "locked": True, "points": 1,
+            "schema_version": 3, "solution": False}  # fmt: skip
+    return nbformat.v4.new_code_cell(source, metadata={"nbgrader": meta})
+
+
+@pytest.mark.parametrize(
+    ("edit", "line"),
+    [
+        (lambda cells: cells.insert(0, _test_cell("data", "assert open('data.txt').read()")),
+         "problem1.ipynb cell 1 (data): tests of no solution cell (nothing for the student to "
+         "write) are not carried"),
+        (lambda cells: cells.__setitem__(5, _test_cell("correct_squares", AUTOTEST)),
+         "problem1.ipynb cell 6 (correct_squares): nbgrader's ### AUTOTEST lines are not carried"),
+    ],
+    ids=["no-solution", "autotest"],
+)  # fmt: skip
+def test_what_nbgrader_adds_at_generate_time_or_a_part_with_nothing_to_write_is_reported(
+    tmp_path, edit, line
+):
+    bank = _bank(tmp_path)
+    out = cli("import", "nbgrader", _edited(tmp_path, edit), "--bank", bank)
+    assert line in " ".join(out.split())
