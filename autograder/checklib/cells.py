@@ -77,7 +77,8 @@ class Test:
     ``setup``: an earlier test cell run first for the names it defines, not scored.
     ``doctest``: the source is a doctest (otter's OK format: ``>>> expr`` then the output
     it must print), run as otter runs it (``otter.test_files.ok_test.run_doctest``).
-    ``hidden``: the whole test is hidden, and so is why it failed."""
+    ``hidden``: the whole test is hidden, and so is why it failed.  ``hint``: what the
+    author tells a student who fails it (otter's ``failure_message``)."""
 
     __test__ = False  # not pytest's
 
@@ -87,6 +88,7 @@ class Test:
     setup: bool = False
     doctest: bool = False
     hidden: bool = False
+    hint: str | None = None
 
     def hidden_lines(self) -> set[int]:
         """The 1-based lines inside ``### BEGIN/END HIDDEN TESTS`` (markers included)."""
@@ -255,7 +257,15 @@ def probe(student, tests: list[Test], params: dict | None = None) -> dict:
 
 
 def score(test: Test, got) -> tuple[float, str]:
-    """A test's score in [0, 1] and its message, from what :func:`run_test` returned."""
+    """A test's score in [0, 1] and its message, from what :func:`run_test` returned (and
+    the author's hint, where it failed)."""
+    points, message = _score(test, got)
+    if points < 1 and test.hint:
+        message = f"{message} {test.hint}"
+    return points, message
+
+
+def _score(test: Test, got) -> tuple[float, str]:
     if not isinstance(got, dict):
         return 0.0, f"Test {test.name} did not run."
     error = got.get("error")

@@ -73,6 +73,7 @@ class Imported:
     tests: list[Test] = field(default_factory=list)
     written: list[Written] = field(default_factory=list)
     answers: list[Numeric] = field(default_factory=list)
+    solution: str = ""  # Markdown: the source's own explanation, for the worked solution
 
     @property
     def points(self) -> float:
@@ -135,7 +136,8 @@ def checks_file(q: Imported, tool: str, origin: str) -> str:
 
     def flags(t: Test) -> str:
         on = [name for name in ("setup", "doctest", "hidden") if getattr(t, name)]
-        return "".join(f"        {name}=True,\n" for name in on)
+        hint = f"        hint={json.dumps(t.hint, ensure_ascii=False)},\n" if t.hint else ""
+        return "".join(f"        {name}=True,\n" for name in on) + hint
 
     tests = "".join(
         f"    cells.Test(\n        {json.dumps(t.name)},\n        {t.points!r},\n"
@@ -276,6 +278,9 @@ def write(
                 encoding="utf-8",
             )
             (folder / "prompt.md").write_text(jinja_safe(q.prompt).strip() + "\n", encoding="utf-8")
+            if q.solution.strip():
+                text = jinja_safe(q.solution).strip() + "\n"
+                (folder / "solution.md").write_text(text, encoding="utf-8")
             if q.code:
                 (folder / "solution.py").write_text(q.code.strip("\n") + "\n", encoding="utf-8")
             if q.tests:

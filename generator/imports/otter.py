@@ -46,13 +46,14 @@ def _otter():
     try:
         from otter.assign import main as assign
         from otter.assign.assignment import Assignment
+        from otter.assign.blocks import extract_fenced_otter_cell
         from otter.assign.question_config import QuestionConfig
         from otter.test_files.ok_test import OKTestFile
     except ImportError:
         raise SourceError(
             "importing otter notebooks runs otter assign: pip install 'otter-grader>=7,<8'"
         ) from None
-    return assign, Assignment, QuestionConfig, OKTestFile
+    return assign, Assignment, QuestionConfig, OKTestFile, extract_fenced_otter_cell
 
 
 def _keys(config_class) -> set[str]:
@@ -153,8 +154,9 @@ def _structure(path: Path, cells, Assignment, QuestionConfig, report) -> list[_Q
     return questions
 
 
-def _tests(path: Path, assign, OKTestFile) -> dict:
-    """What the real `otter assign` makes of the source's tests: OKTestFile per question."""
+def _tests(path: Path, assign, OKTestFile, report: list[str]) -> dict:
+    """What the real `otter assign` makes of the source's tests: OKTestFile per question
+    (none, and a report line, where they are otter's exception-based tests)."""
     with tempfile.TemporaryDirectory(prefix="scalegrade-otter-") as tmp:
         master = Path(tmp) / "source" / path.name
         master.parent.mkdir()
@@ -173,11 +175,21 @@ def _tests(path: Path, assign, OKTestFile) -> dict:
         finally:
             logging.getLogger("otter").setLevel(level)
         graded = source.load(Path(tmp) / "dist" / "autograder" / path.name)
-        meta = graded.metadata.get("otter", {}).get("tests")
+        meta = graded.metadata.get("otter", {}).get("tests") or {}
+        files = sorted((Path(tmp) / "dist" / "autograder" / "tests").glob("*.py"))
+        # an OK-format test is a dict (in the metadata) or a file defining one; otter's
+        # exception-based tests are Python source either way, with OK_FORMAT = False
+        sources = [*(s for s in meta.values() if isinstance(s, str)),
+                   *(p.read_text(encoding="utf-8") for p in files)]  # fmt: skip
+        if any("OK_FORMAT = False" in text for text in sources):
+            report.append(
+                f"{path.name}: otter's exception-based tests (tests: ok_format: false) are not "
+                "carried: write them as OK-format tests, or as checks"
+            )
+            return {}
         if meta:
             return {name: OKTestFile.from_spec(spec) for name, spec in meta.items()}
-        folder = Path(tmp) / "dist" / "autograder" / "tests"
-        return {p.stem: OKTestFile.from_file(str(p)) for p in sorted(folder.glob("*.py"))}
+        return {p.stem: OKTestFile.from_file(str(p)) for p in files}
 
 
 def _public_cell(name: str, cases: list) -> str:
@@ -195,7 +207,7 @@ def _question(
 ) -> Imported:
     name = str(q.config["name"])
     manual = bool(q.config.get("manual"))
-    prompt, code, written, answer, start = [], [], [], [], []
+    prompt, code, written, answer, start, explained = [], [], [], [], [], []
     for number, cell in q.before:
         where = f"{file} cell {number}"
         if cell.cell_type == "markdown":
@@ -214,12 +226,17 @@ def _question(
             continue  # otter assign's reading of them is the checks
         if block == "PROMPT":
             student += cell.source
-        elif block == "SOLUTION" and (manual or cell.cell_type == "markdown"):
+        elif block == "SOLUTION" and manual:
             answer.append(
                 f"```python\n{cell.source}\n```" if cell.cell_type == "code" else cell.source
             )
+        elif block == "SOLUTION" and cell.cell_type == "markdown":
+            if "otter_include" in cell.metadata.get("tags", []):  # the student sees it
+                code.append(source.markdown_cell(cell.source))
+            else:  # the solution's own words: the worked solution
+                explained.append(cell.source)
         elif block == "SOLUTION":
-            code.append("# %%\n" + source.marked(cell.source, where))
+            code.append("# %%\n" + source.marked(cell.source, where, report))
         elif cell.cell_type == "markdown" and len(code) > len(start):
             code.append(source.markdown_cell(cell.source))  # among the part's code cells
         elif cell.cell_type == "markdown":
@@ -246,11 +263,11 @@ def _question(
             )
         code = []
     elif test_file is None or not test_file.test_cases:
-        raise SourceError(f"{q.where} ({name}): an autograded question with no tests")
+        raise _Untested(code)
     else:
         cases = test_file.test_cases
         for i, tc in enumerate(cases, start=1):
-            case, where = f"{name} - {i}", f"{q.where} ({name} test {i})"
+            case, where = tc.name or f"{name} - {i}", f"{q.where} ({name} test {i})"
             found = None
             if not test_file.all_or_nothing:  # its cases are one check
                 found = source.numeric(tc.body, doctest=True)
@@ -262,9 +279,10 @@ def _question(
                 continue
             source.note_test(_doctest_code(tc.body), where, report)
             if not test_file.all_or_nothing:
-                hidden = bool(tc.hidden)
+                hint, hidden = tc.failure_message or None, bool(tc.hidden)
+                body = tc.body.strip()
                 checks.append(
-                    Test(case, float(tc.points), tc.body.strip(), doctest=True, hidden=hidden)
+                    Test(case, float(tc.points), body, doctest=True, hidden=hidden, hint=hint)
                 )
         if test_file.all_or_nothing:
             body = "\n".join(tc.body.strip() for tc in cases)
@@ -284,7 +302,16 @@ def _question(
         tests=checks,
         written=written,
         answers=answers,
+        solution="\n\n".join(explained),
     )
+
+
+class _Untested(Exception):  # noqa: N818 - a question that is no question
+    """An autograded question with no tests: its code cells, for the next question."""
+
+    def __init__(self, code: list[str]):
+        super().__init__()
+        self.code = code
 
 
 def _doctest_code(body: str) -> str:
@@ -296,15 +323,31 @@ def read(path: Path, report: list[str], *, prefix: bool = False) -> list[Importe
     """The questions of one otter-assign source notebook (format v1); what is not carried
     goes to ``report``.  :class:`SourceError` names the cell of a malformed source, or
     says what otter assign refused."""
-    assign, Assignment, QuestionConfig, OKTestFile = _otter()
+    assign, Assignment, QuestionConfig, OKTestFile, unfenced = _otter()
     nb = source.load(path)
-    questions = _structure(path, nb.cells, Assignment, QuestionConfig, report)
+    cells = [unfenced(c) for c in nb.cells]  # a ```otter Markdown cell is a raw one
+    questions = _structure(path, cells, Assignment, QuestionConfig, report)
     for q in questions:  # the solution regions, checked before otter assign reads them
         for number, cell, block in q.body:
             if block == "SOLUTION" and cell.cell_type == "code" and not q.config.get("manual"):
                 source.marked(cell.source, f"{path.name} cell {number}")
-    tests = _tests(path, assign, OKTestFile)
+    tests = _tests(path, assign, OKTestFile, report)
     if not any(not q.config.get("manual") for q in questions) and not tests:
         report.append(f"{path.name}: no autograded question")
     stem, taken = (path.stem if prefix else None), set()
-    return [_question(path.name, stem, q, tests, report, taken) for q in questions]
+    out, carried = [], []
+    for q in questions:
+        try:
+            imported = _question(path.name, stem, q, tests, report, taken)
+        except _Untested as untested:
+            where = f"{q.where} ({q.config['name']})"
+            follows = "its code goes to the next question" if q is not questions[-1] else ""
+            report.append(f"{where}: an autograded question with no tests is not carried"
+                          + (f"; {follows}" if follows else ""))  # fmt: skip
+            carried += untested.code
+            continue
+        if carried and imported.code:
+            imported.code = "\n\n".join([*carried, imported.code])
+            carried = []
+        out.append(imported)
+    return out

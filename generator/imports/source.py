@@ -18,7 +18,10 @@ from . import SourceError
 MAGIC = re.compile(r"^\s*[%!]")  # IPython's %magic and !shell lines
 _SOLUTION_MARK = re.compile(r"^(\s*)#+\s*(BEGIN|END) SOLUTION\b(?: NO PROMPT)?(.*)$")
 _SOLUTION_LINE = re.compile(r"^(\s*)(.*?)\s*#\s*SOLUTION(?: NO PROMPT)?\s*$")  # otter's
-_PROMPT = re.compile(r'^\s*"""\s*#\s*(BEGIN|END) PROMPT\s*$')  # otter's student text
+_PROMPT = re.compile(r'^\s*"""\s*;?\s*#\s*(BEGIN|END) PROMPT\s*$')  # otter's student text
+_IGNORE = re.compile(r"^\s*#\s*(BEGIN|END) IGNORE\s*$")  # otter: in no output
+_IGNORED_LINE = re.compile(r"#\s*IGNORE\s*$")
+_SEED = re.compile(r"\s*#\s*SEED\s*$")  # otter: the autograder's seed replaces the line
 _IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)")
 _NETWORK = {"socket", "requests", "urllib", "http", "httpx", "aiohttp", "urllib3"}
 _BLANKS = re.compile(r"\n{3,}")
@@ -42,20 +45,29 @@ def load(path: Path) -> nbformat.NotebookNode:
     return nb
 
 
-def marked(source: str, where: str) -> str:
+def marked(source: str, where: str, report: list[str] | None = None) -> str:
     """A solution cell's source with ``### BEGIN/END SOLUTION`` regions, as ScaleGrade
     reads them (:mod:`generator.starter`): nbgrader's and otter's ``# BEGIN SOLUTION``
     (``NO PROMPT`` or not), otter's ``stmt  # SOLUTION`` line as a region of its own, its
-    ``\"\"\" # BEGIN PROMPT`` text dropped (the starter is derived instead); a source with
-    no marker at all is all solution, as nbgrader takes it.  Markers that do not pair are
-    an error naming ``where``."""
-    lines, prompt = [], False
+    ``\"\"\" # BEGIN PROMPT`` text dropped (the starter is derived instead), its ``#
+    IGNORE`` lines and blocks dropped (in no output, as otter does) and its ``# SEED``
+    marker (a report line: otter's seeding is not carried); a source with no marker at
+    all is all solution, as nbgrader takes it.  Markers that do not pair are an error
+    naming ``where``."""
+    lines, prompt, ignored = [], False, False
     for line in source.splitlines():
         if _PROMPT.match(line):
             prompt = _PROMPT.match(line).group(1) == "BEGIN"
             continue
-        if prompt:
+        if _IGNORE.match(line):
+            ignored = _IGNORE.match(line).group(1) == "BEGIN"
             continue
+        if prompt or ignored or _IGNORED_LINE.search(line):
+            continue
+        if _SEED.search(line):
+            line = _SEED.sub("", line)
+            if report is not None:
+                report.append(f"{where}: `{line.strip()}` (otter's # SEED) stays as written")
         m = _SOLUTION_MARK.match(line)
         if m:
             lines.append(f"{m.group(1)}{BEGIN if m.group(2) == 'BEGIN' else END}{m.group(3)}")

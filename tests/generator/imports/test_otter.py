@@ -219,3 +219,67 @@ def test_a_malformed_source_is_one_error_naming_the_cell_and_nothing_is_written(
     for fragment in fragments:
         assert fragment in " ".join(done.output.split()), done.output
     assert sorted(p.relative_to(bank) for p in bank.rglob("*")) == before
+
+
+def _import(tmp_path: Path, edit) -> tuple[str, Path]:
+    """The edited source imported into a new bank: the output, and the questions' folder."""
+    bank = tmp_path / "bank"
+    cli("new-bank", bank, "--course", "c1")
+    out = cli("import", "otter", _edited(tmp_path, edit), "--bank", bank)
+    return " ".join(out.split()), bank / "templates" / "memory-and-ring"
+
+
+def test_otters_fenced_cells_ignore_seed_and_included_markdown(tmp_path):
+    """A ```otter Markdown cell is a raw one; `# IGNORE` lines are in no output; a `# SEED`
+    line is reported; Markdown of a solution is the student's with `otter_include`, the
+    worked solution's without."""
+
+    def edit(cells):
+        cells[0].source = cells[0].source.replace("generate: true", "generate:\n  seed: 42")
+        cells[3] = nbformat.v4.new_markdown_cell(
+            "```otter\n# BEGIN QUESTION\nname: q1\npoints: 3\n```"
+        )
+        cells[6].source = "import random\nrandom.seed(0)  # SEED\nhelper = 1  # IGNORE\n" + (
+            cells[6].source
+        )
+        shown = nbformat.v4.new_markdown_cell("Then set `state_gb`.")
+        shown.metadata["tags"] = ["otter_include"]
+        cells[7:7] = [shown, nbformat.v4.new_markdown_cell("16 bytes: 2 + 2 + 4 + 4 + 4.")]
+
+    out, folder = _import(tmp_path, edit)
+    solution = (folder / "q1" / "solution.py").read_text()
+    assert "random.seed(0)\n" in solution and "helper" not in solution
+    assert "# %% [markdown]\n# Then set `state_gb`." in solution
+    assert (folder / "q1" / "solution.md").read_text() == "16 bytes: 2 + 2 + 4 + 4 + 4.\n"
+    assert "cell 7: `random.seed(0)` (otter's # SEED) stays as written" in out
+
+
+def test_a_question_with_no_tests_hands_its_code_to_the_next(tmp_path):
+    def edit(cells):
+        cells[2:2] = [
+            nbformat.v4.new_raw_cell("# BEGIN QUESTION\nname: q0"),
+            nbformat.v4.new_raw_cell("# BEGIN SOLUTION"),
+            nbformat.v4.new_code_cell("GB = 1e9  # SOLUTION"),
+            nbformat.v4.new_raw_cell("# END SOLUTION"),
+            nbformat.v4.new_raw_cell("# END QUESTION"),
+        ]
+
+    out, folder = _import(tmp_path, edit)
+    assert "cell 3 (q0): an autograded question with no tests is not carried; its code goes" in out
+    assert "GB = 1e9" in (folder / "q1" / "solution.py").read_text()
+    assert not (folder / "q0").exists()
+
+
+def test_otters_exception_based_tests_are_reported_not_carried(tmp_path):
+    def edit(cells):
+        cells[0].source += "\ntests:\n  ok_format: false"
+        for i in (9, 10, 11, 12, 21, 22):  # the tests of q1 and q2
+            cells[i] = nbformat.v4.new_code_cell(
+                f"def test_{i}(model_state_bytes):\n    assert model_state_bytes(1) == 16\n\n"
+                f"test_{i}(model_state_bytes)  # IGNORE"
+            )
+
+    out, folder = _import(tmp_path, edit)
+    assert "otter's exception-based tests (tests: ok_format: false) are not carried" in out
+    assert "cell 4 (q1): an autograded question with no tests is not carried" in out
+    assert sorted(p.name for p in folder.iterdir()) == ["q3"]
