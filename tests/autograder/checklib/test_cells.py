@@ -185,3 +185,12 @@ def test_an_otter_doctest_passes_when_each_example_prints_what_it_expects(notebo
     assert got["q1 - 2"][0] == 0 and "Expected:\n    [1, 5]\nGot:\n    [1, 4]" in got["q1 - 2"][1]
     assert got["q1 - 3"] == (0.0, "Test q1 - 3 (hidden) failed.")
     assert got["q1 - 4"][0] == 0  # its repr would print [1]: the value never crosses
+
+
+def test_a_failed_test_ends_with_its_authors_hint():
+    """otter's failure_message: shown when the test fails, hidden or not, never when it
+    passes."""
+    test = Test("q1 - 1", 1, ">>> x\n2", doctest=True, hidden=True, hint="Make sure x is 2.")
+    failed = {"error": "Expected: 2 Got: 3", "line": None, "value": None}
+    assert cells.score(test, failed) == (0.0, "Test q1 - 1 (hidden) failed. Make sure x is 2.")
+    assert cells.score(test, {"error": None})[1] == "Test q1 - 1 passes."
