@@ -12,8 +12,9 @@ with the CLI's own functions.  Layers, each importing only those below it:
 - :mod:`.queue`: the durable grading queue; :mod:`.worker`: the processes that drain it,
   each with one warm sandbox;
 - :mod:`.security`: passwords, sessions, CSRF, roles and upload limits;
-- :mod:`.app` and :mod:`.pages`: the ASGI application (Starlette, Jinja2 templates,
-  vendored htmx, no JavaScript build) and its pages per role;
+- :mod:`.platform`: what every page reads (settings, gradebook, queue, course, templates);
+- :mod:`.pages` and :mod:`.app`: the pages per role, and the ASGI application that
+  mounts them (Starlette, Jinja2 templates, vendored htmx, no JavaScript build);
 - :mod:`.lti`: the LTI 1.3 tool: launches from Canvas or Moodle, scores posted back;
 - :mod:`.run`: the process that serves it with uvicorn and supervises the workers.
 """

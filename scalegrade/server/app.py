@@ -17,10 +17,6 @@ served: the only static files are htmx and the style, from this package.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -29,33 +25,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.templating import Jinja2Templates
 
 from autograder.semester.gradebook import Gradebook
 from scalegrade.server import store
 from scalegrade.server.config import ServeConfig
 from scalegrade.server.course import Course
+from scalegrade.server.pages import ROUTES
+from scalegrade.server.pages.common import refuse
+from scalegrade.server.platform import HERE, Platform, templates
 from scalegrade.server.queue import Queue
 from scalegrade.server.security import SESSION_SECONDS, csrf_ok, session_key
 
-HERE = Path(__file__).resolve().parent
 CSRF_EXEMPT = ("/lti/",)  # the LMS posts these; they check their own signed tokens
 FORM_OVERHEAD = 64 * 1024  # a form's bytes besides the notebook it uploads
-
-
-@dataclass
-class Platform:
-    """What every page needs, on ``request.app.state.platform``."""
-
-    config: ServeConfig
-    book: Gradebook
-    queue: Queue
-    course: Course
-    templates: Jinja2Templates
-
-
-def platform(request: Request) -> Platform:
-    return request.app.state.platform
 
 
 def _csrf_checked(endpoint):
@@ -68,8 +50,6 @@ def _csrf_checked(endpoint):
         ):
             given = (await request.form()).get("csrf")
         if not csrf_ok(request.session.get("csrf"), given):
-            from scalegrade.server.pages.common import refuse
-
             return refuse(request, 403, "This form has expired. Go back, reload the page "
                           "and send it again.")  # fmt: skip
         return await endpoint(request)
@@ -130,8 +110,6 @@ async def _refused(request: Request, exc: HTTPException) -> Response:
     """An HTTP error as a page in the layout (a redirect as itself)."""
     if exc.status_code in (301, 302, 303, 307):
         return Response(status_code=exc.status_code, headers=exc.headers)
-    from scalegrade.server.pages.common import refuse
-
     why = (
         exc.detail
         if exc.status_code != 404 or exc.detail != "Not Found"
@@ -140,20 +118,8 @@ async def _refused(request: Request, exc: HTTPException) -> Response:
     return refuse(request, exc.status_code, why)
 
 
-def templates() -> Jinja2Templates:
-    env = Environment(
-        loader=FileSystemLoader(HERE / "templates"),
-        autoescape=select_autoescape(default=True),
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    return Jinja2Templates(env=env)
-
-
 def create_app(config: ServeConfig) -> Starlette:
     """The platform for ``config``: its gradebook migrated, its course's releases recorded."""
-    from scalegrade.server.pages import ROUTES
-
     config.data_dir.mkdir(parents=True, exist_ok=True)
     book = Gradebook(config.db_url)
     store.migrate(book.engine)

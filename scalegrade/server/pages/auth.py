@@ -7,8 +7,8 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.routing import Route
 
-from scalegrade.server.app import platform
 from scalegrade.server.pages.common import page, redirect, signed_in
+from scalegrade.server.platform import platform
 from scalegrade.server.security import csrf_token, sign_in
 
 START = {"student": "/a", "ta": "/mark", "instructor": "/course"}

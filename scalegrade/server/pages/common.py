@@ -8,8 +8,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from scalegrade.server.app import platform
 from scalegrade.server.course import CourseError
+from scalegrade.server.platform import platform
 from scalegrade.server.security import Who, csrf_token, who
 
 log = logging.getLogger(__name__)

@@ -50,9 +50,9 @@ from autograder.semester.lateness import (
 )
 from autograder.semester.regrade import regrade_recorded
 from contract import Policy, times
-from scalegrade.server.app import Platform, platform
 from scalegrade.server.course import CourseError, Served
 from scalegrade.server.pages.common import page, redirect, require
+from scalegrade.server.platform import Platform, platform
 
 log = logging.getLogger(__name__)
 

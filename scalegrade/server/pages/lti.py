@@ -16,12 +16,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from scalegrade.server.app import platform
 from scalegrade.server.lti.adapters import login_redirect
 from scalegrade.server.lti.config import LtiConfigError, Refused, Tool, tool_of
 from scalegrade.server.lti.identity import admit
 from scalegrade.server.pages.auth import START
 from scalegrade.server.pages.common import redirect, refuse
+from scalegrade.server.platform import platform
 from scalegrade.server.security import csrf_token
 
 log = logging.getLogger(__name__)

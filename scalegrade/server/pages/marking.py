@@ -29,9 +29,9 @@ from starlette.routing import Route
 from autograder.semester import marks
 from autograder.semester.gradebook import MarkRow
 from contract import times
-from scalegrade.server.app import platform
 from scalegrade.server.course import Served
 from scalegrade.server.pages.common import page, redirect, require
+from scalegrade.server.platform import platform
 
 MARKERS = ("ta", "instructor")
 SOURCE = "the marking page"  # a mark's source, as a sheet's is "marks.csv:7"

@@ -21,9 +21,9 @@ from autograder.semester import outputs
 from autograder.semester.gradebook import AssignmentRow
 from contract import times
 from scalegrade.server import uploads
-from scalegrade.server.app import platform
 from scalegrade.server.course import Served
 from scalegrade.server.pages.common import page, redirect, refuse, require
+from scalegrade.server.platform import platform
 from scalegrade.server.security import uploads_last_minute
 from scalegrade.server.store import now
 
