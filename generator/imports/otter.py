@@ -51,7 +51,7 @@ def _otter():
         from otter.test_files.ok_test import OKTestFile
     except ImportError:
         raise SourceError(
-            "importing otter notebooks runs otter assign: pip install 'otter-grader>=7,<8'"
+            "importing otter notebooks runs otter assign: pip install 'scalegrade[otter]'"
         ) from None
     return assign, Assignment, QuestionConfig, OKTestFile, extract_fenced_otter_cell
 
