@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import json
+import keyword
 import re
 import shutil
 import tempfile
@@ -105,7 +106,7 @@ class Outcome:
 def identifier(text: str) -> str:
     """``text`` as a Python identifier (a part's id): ``correct-squares`` -> ``correct_squares``."""
     out = re.sub(r"\W+", "_", text).strip("_").lower() or "part"
-    return f"p_{out}" if out[0].isdigit() or out in {"class", "def", "import"} else out
+    return f"p_{out}" if out[0].isdigit() or keyword.iskeyword(out) else out
 
 
 def slug(text: str) -> str:
