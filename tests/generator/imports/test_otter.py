@@ -283,3 +283,18 @@ def test_otters_exception_based_tests_are_reported_not_carried(tmp_path):
     assert "otter's exception-based tests (tests: ok_format: false) are not carried" in out
     assert "cell 4 (q1): an autograded question with no tests is not carried" in out
     assert sorted(p.name for p in folder.iterdir()) == ["q3"]
+
+
+def test_an_all_or_nothing_question_is_one_check_of_all_its_cases(tmp_path):
+    def edit(cells):
+        cells[15].source = "# BEGIN QUESTION\nname: q2\npoints: [1, 2]\nall_or_nothing: true"
+
+    _, folder = _import(tmp_path, edit)
+    checks = (folder / "q2" / "checks.py").read_text()
+    assert checks.count("cells.Test(") == 1 and '"q2",\n        3.0,' in checks
+    assert "ring_allreduce([[1.0, 2.0], [3.0, 4.0]])" in checks  # both cases, in one doctest
+    assert "ring_allreduce([[float(r)] * 6 for r in range(3)])[2]" in checks
+    bank = folder.parents[1]  # the release check: the solution earns the 3, the starter not
+    assert "ok memory-and-ring/q2 tests: solution 3/3, starter 0/3" in cli(
+        "validate", "c1/memory-and-ring", "--bank", bank
+    )
