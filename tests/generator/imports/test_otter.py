@@ -184,31 +184,28 @@ def _edited(tmp_path: Path, edit) -> Path:
     return path
 
 
-def _set(cells, i: int, text: str) -> None:
-    cells[i].source = text
+# (the cell replaced, 0-based; its new text; what the one error must name)
+MALFORMED = {
+    "config-key": (0, "# ASSIGNMENT CONFIG\nname: x\nsolution_pdf: true",
+                   ["memory_and_ring.ipynb cell 1",
+                    "'solution_pdf' is no otter assignment config key"]),
+    "question-key": (3, "# BEGIN QUESTION\nname: q1\npts: 2",
+                     ["memory_and_ring.ipynb cell 4", "'pts' is no otter question config key"]),
+    "end-tests": (7, "# END TESTS", ["cell 8", "END TESTS without BEGIN TESTS"]),
+    "end-solution": (13, "# END SOLUTION", ["cell 14", "END SOLUTION without BEGIN SOLUTION"]),
+    "no-name": (3, "# BEGIN QUESTION\npoints: 2", ["cell 4", "a question needs a name"]),
+    "unclosed": (6, "def f(n):\n    # BEGIN SOLUTION\n    return 16 * n",
+                 ["cell 7", "is never closed"]),
+}  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("edit", "fragments"),
-    [
-        (lambda cells: _set(cells, 0, "# ASSIGNMENT CONFIG\nname: x\nsolution_pdf: true"),
-         ["memory_and_ring.ipynb cell 1", "'solution_pdf' is no otter assignment config key"]),
-        (lambda cells: _set(cells, 3, "# BEGIN QUESTION\nname: q1\npts: 2"),
-         ["memory_and_ring.ipynb cell 4", "'pts' is no otter question config key"]),
-        (lambda cells: _set(cells, 7, "# END TESTS"),
-         ["cell 8", "END TESTS without BEGIN TESTS"]),
-        (lambda cells: _set(cells, 13, "# END SOLUTION"),
-         ["cell 14", "END SOLUTION without BEGIN SOLUTION"]),
-        (lambda cells: _set(cells, 3, "# BEGIN QUESTION\npoints: 2"),
-         ["cell 4", "a question needs a name"]),
-        (lambda cells: _set(cells, 6, "def f(n):\n    # BEGIN SOLUTION\n    return 16 * n"),
-         ["cell 7", "is never closed"]),
-    ],
-    ids=["config-key", "question-key", "end-tests", "end-solution", "no-name", "unclosed"],
-)  # fmt: skip
+@pytest.mark.parametrize(("cell", "text", "fragments"), MALFORMED.values(), ids=MALFORMED)
 def test_a_malformed_source_is_one_error_naming_the_cell_and_nothing_is_written(
-    tmp_path, edit, fragments
+    tmp_path, cell, text, fragments
 ):
+    def edit(cells):
+        cells[cell].source = text
+
     bank = tmp_path / "bank"
     cli("new-bank", bank, "--course", "c1")
     before = sorted(p.relative_to(bank) for p in bank.rglob("*"))
