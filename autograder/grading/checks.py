@@ -61,6 +61,16 @@ def preloads(module: ModuleType, source: str) -> tuple[str, ...]:
     return ("torch",) if _IMPORTS_TORCH.search(source) else ()
 
 
+def runs_isolated(module: ModuleType) -> bool:
+    """Whether the module's probe() runs in the probe process, beside the student's: always,
+    unless it says ``ISOLATED = False`` (checks written before the probe process, whose
+    probe runs in the student's process, where the student's code can reach it)."""
+    isolated = getattr(module, "ISOLATED", True)
+    if type(isolated) is not bool:
+        raise ChecksError(f"{module.__file__}: ISOLATED must be True or False")
+    return isolated
+
+
 @dataclass(frozen=True)
 class Checks:
     """A question's checks: the source for the sandbox, ``grade`` for the grader."""
@@ -70,6 +80,7 @@ class Checks:
     grade: Grade
     module: ModuleType  # the instructor's module (run_locally calls its probe)
     preload: tuple[str, ...] = ()  # imported once in the warm executor (:func:`preloads`)
+    isolated: bool = True  # probe() runs in the probe process, beside the student's
 
     @classmethod
     def from_source(cls, source: str, name: str) -> Checks:
@@ -87,7 +98,9 @@ class Checks:
         for fn in ("probe", "grade"):
             if not callable(getattr(module, fn, None)):
                 raise ChecksError(f"{name}: defines no function {fn}()")
-        return cls(name, source, module.grade, module, preloads(module, source))
+        return cls(
+            name, source, module.grade, module, preloads(module, source), runs_isolated(module)
+        )
 
 
 _BY_FILE: dict[tuple[Path, int], Checks] = {}  # (path, mtime): a bank's file, loaded once
@@ -181,11 +194,11 @@ def local_student(fn: Callable, name: str | None = None):
 def probe_locally(checks: Checks, student_fn: Callable, seed: int, params: dict) -> Any:
     """probe() in this process, its result as plain data, as it comes out of the sandbox
     (records included, through the probe process's own conversion, then JSON).  A probe
-    written for the probe process (``ISOLATED``) gets the function behind
-    :func:`local_student`.  For tests and authors: never on a student's code."""
+    written for the probe process (every one but ``ISOLATED = False``) gets the function
+    behind :func:`local_student`.  For tests and authors: never on a student's code."""
     from autograder.sandbox.inside import prober
 
-    isolated = getattr(checks.module, "ISOLATED", False)
+    isolated = checks.isolated
     student = local_student(student_fn) if isolated else student_fn
     try:
         return json.loads(json.dumps(prober._plain(checks.module.probe(student, seed, params))))

@@ -113,7 +113,7 @@ class Keys:
                 source=self.checks[c.checks.file].source,
                 seed=probe_seed(q.seed, c.id),
                 params=q.params,
-                isolated=bool(getattr(self.checks[c.checks.file].module, "ISOLATED", False)),
+                isolated=self.checks[c.checks.file].isolated,
                 preload=self.checks[c.checks.file].preload,
             )
             for q in key.questions

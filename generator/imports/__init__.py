@@ -162,7 +162,6 @@ earns every point and its starter does not.
 
 from autograder.checklib import cells
 
-ISOLATED = True  # the tests run in the probe process; the notebook's code, in the student's
 TESTS = [
 {tests}]
 

@@ -52,7 +52,7 @@ def properties(
     are ``checks_file`` (another file for a second code part)."""
     folder = bank.load().templates / qid
     checks = load_checks(folder, checks_file)
-    assert checks.module.ISOLATED
+    assert checks.isolated
     the_plan = Plan(
         variables=(),
         probes=(Probe("q1-x", function, checks.source, SEED, {}, isolated=True),),

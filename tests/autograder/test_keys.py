@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from autograder.grading.checks import Checks
 from autograder.grading.keys import Keys, probe_seed
 from autograder.grading.submission import grade_one
 from autograder.sandbox import Limits, Sandbox
@@ -63,8 +64,10 @@ def test_the_students_process_gets_the_answer_names_and_nothing_of_the_checks(co
     for p in plan.probes:
         assert str(p.seed) not in request and p.source[:200] not in request
     parts = [(q, c) for q in mine.all_questions() for c in q.spec.code]
-    assert len(parts) == 18  # the bank's code parts: every one written for the probe process
-    assert all("\nISOLATED = True" in q.files[c.checks] for q, c in parts)
+    assert len(parts) == 18  # the bank's code parts: none opts out of the probe process
+    assert all(
+        Checks.from_source(q.files[c.checks], str(q.folder / c.checks)).isolated for q, c in parts
+    )
 
 
 def test_editing_the_banks_checks_after_release_changes_no_grade(course):

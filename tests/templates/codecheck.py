@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autograder.grading.checks import fraction, local_student, run_locally
+from autograder.grading.checks import fraction, local_student, run_locally, runs_isolated
 from generator.starter import CodeSources, split
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
@@ -68,8 +68,8 @@ def names(props: list[dict]) -> set[str]:
 
 def student_for(module, fn):
     """``fn`` as a checks module's probe() gets the student's function: behind the probe
-    process's interface when the checks run there (``ISOLATED``)."""
-    return local_student(fn) if getattr(module, "ISOLATED", False) else fn
+    process's interface when the checks run there (:func:`runs_isolated`)."""
+    return local_student(fn) if runs_isolated(module) else fn
 
 
 def probed(module, fn, seed: int, params: dict | None = None):

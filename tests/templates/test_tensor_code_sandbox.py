@@ -241,7 +241,7 @@ def sandbox(request):
 @pytest.fixture(scope="module")
 def checks():
     loaded = load_checks(ATTENTION, "checks.py")
-    assert loaded.module.ISOLATED
+    assert loaded.isolated
     return loaded
 
 

@@ -13,8 +13,6 @@ import numpy as np
 
 from autograder.checklib import Result, check, expect_close, notes, share
 
-ISOLATED = True  # probe() runs in the probe process; mean_of, in the student's
-
 
 def lists(seed: int) -> list[list[float]]:
     """The inputs: the same in the probe process and the grader."""

@@ -298,7 +298,7 @@ def test_ps1_becomes_seven_questions_with_the_sources_points_and_a_report(tmp_pa
     squares = bank / "templates" / "ps1" / "problem1-squares"
     assert "### BEGIN SOLUTION" in (squares / "solution.py").read_text()
     checks = (squares / "checks.py").read_text()
-    assert "squares_invalid_input" in checks and "ISOLATED = True" in checks
+    assert "squares_invalid_input" in checks and "ISOLATED" not in checks  # the default: in P
     spec = bank / "templates" / "ps1" / "problem1-sum-of-squares-equation" / "question.yaml"
     equation = yaml.safe_load(spec.read_text())
     assert equation["free_response"][0]["rubric"].endswith(r"$\sum_{i=1}^n i^2$")
