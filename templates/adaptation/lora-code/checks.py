@@ -1,69 +1,31 @@
 """Checks of the LoRA layer code part (000 §5.2; 001 ch. 0, LoRA in five lines).
 
-``probe`` runs in the probe process, beside the student's: it lends float32 ``nn.Linear``
-layers drawn from the seed to the student's ``LoRALinear`` (their calls run here), keeps
-the student's layers in the student's process, and records the update B A the layer holds
-at construction (read from it) and its output there, the base's weight after one
-optimizer step, the number of trainable parameters, the outputs with factors A and B set
-by the probe (at α = r and at another α), and a training of A and B alone, with Adam run
-here, on a rank-r change of the weight (and with a rank r − 1 adapter).
-``grade`` runs in the trusted process: it redraws the layers and inputs from the seed and
-compares with W₀x + b + (α/r)BAx computed in float64.
-
-Outputs are judged against the layer's own A and B, never alone (issue 36): the cotangent
-of the fit's loss, 2(pred − y)/n, reveals the target, and a layer could return it, or
-remember the fit's inputs, or train a matrix of its own, or hand Adam gradients that are
-not its output's.  So every output during the training must be base(x) + f·B A x with the
-A and B the probe set, for one factor f, and the gradients of A and B those of that
-output; the trained A and B are read back from the layer, the loss is computed from them,
-and the layer must match them on inputs drawn after the training.
-
-The properties are separated on purpose: the forward check accepts any factor in front
-of BAx, so that a forgotten α/r costs only the scaling property; the training check uses
-α = r, where every correct scaling is 1, and accepts any factor f all the same, and the
-layout x A B (A of shape d_in × r), which only the forward check refuses.
+The forward check accepts any factor in front of BAx, so that a forgotten α/r costs only the
+scaling property; the training check uses α = r and accepts any factor and the layout x A B.
+Outputs are judged against the layer's own A and B, never alone (issue 36): the fit's cotangent
+2(pred − y)/n reveals the target, so a layer could return it, or hand Adam forged gradients.
 """
-
-from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from autograder.checklib import (
-    Property,
-    Result,
-    check,
-    close,
-    error_text,
-    matrix,
-    number,
-    plain,
-    shown,
-    vector,
-)
+from autograder.checklib import Result, check, close, error_text, matrix, plain, shown, vector
 
-ISOLATED = True  # probe() runs in the probe process; LoRALinear, in the student's
 RTOL, ATOL = 1e-5, 1e-5  # float32 outputs of order 1
 FIT_STEPS, UNDER_STEPS, FIT_LR = 150, 60, 0.03
 FIT_MAX = 1e-2  # relative loss a rank-r adapter must reach on a rank-r change
 UNDER_MIN = 0.2  # a rank r − 1 adapter cannot go below 1/r ≥ 1/3 (equal singular values)
-FRESH = 8  # inputs drawn after the training
 ZERO = 1e-6  # the largest entry of B A at construction: B = 0 makes it 0
-# While training, the output must be base(x) + f·B A x with the probe's A and B, for one
-# factor f (any f: the scaling is property 5's), to OUT_TOL·(1 + max|output|), and the
-# gradients of A and B those of that output to GRAD_TOL of the largest: a float32 layer
-# is off by about 1e-6 of each, a layer that answers anything else by 1e-2 or more.
+# While training, the output must be base(x) + f·B A x with the probe's A and B for one f, to
+# OUT_TOL·(1 + max|output|), and the gradients of A and B that output's to GRAD_TOL of the
+# largest: a float32 layer is off by about 1e-6, one that answers anything else by 1e-2 or more.
 OUT_TOL, GRAD_TOL = 1e-4, 1e-3
-
-# --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
 
 
 def _layer(rng: np.random.Generator, d_in: int, d_out: int) -> dict:
-    return {
-        "weight": (rng.normal(size=(d_out, d_in)) / math.sqrt(d_in)).astype(np.float32),
-        "bias": rng.normal(0.0, 0.5, size=d_out).astype(np.float32),
-    }
+    weight = (rng.normal(size=(d_out, d_in)) / math.sqrt(d_in)).astype(np.float32)
+    return {"weight": weight, "bias": rng.normal(0.0, 0.5, size=d_out).astype(np.float32)}
 
 
 def cases(seed: int) -> dict:
@@ -73,50 +35,31 @@ def cases(seed: int) -> dict:
     d_out = int(rng.choice([8, 10, 14]))  # d_out ≠ d_in: a transposed factor shows
     r = int(rng.integers(2, 4))
     alpha = float(rng.choice([2.0, 4.0, 8.0, 16.0]) * r)  # α ≠ r: α/r in {2, 4, 8, 16}
-    base = _layer(rng, d_in, d_out)
-    x = rng.normal(size=(5, d_in)).astype(np.float32)
-    factors = {
-        "A": (rng.normal(size=(r, d_in)) / math.sqrt(d_in)).astype(np.float32),
-        "B": rng.normal(0.0, 0.5, size=(d_out, r)).astype(np.float32),
-    }
+    c = {"d_in": d_in, "d_out": d_out, "r": r, "alpha": alpha, "base": _layer(rng, d_in, d_out)}
+    c["x"] = rng.normal(size=(5, d_in)).astype(np.float32)
+    a = (rng.normal(size=(r, d_in)) / math.sqrt(d_in)).astype(np.float32)
+    c["factors"] = {"A": a, "B": rng.normal(0.0, 0.5, size=(d_out, r)).astype(np.float32)}
     # training: whitened inputs and a change of rank r with r equal singular values, so a
     # rank r − 1 adapter keeps at least 1/r of the loss
-    n = 32
-    xs = np.linalg.qr(rng.normal(size=(n, d_in)))[0] * math.sqrt(n)
+    xs = np.linalg.qr(rng.normal(size=(32, d_in)))[0] * math.sqrt(32)
     u = np.linalg.qr(rng.normal(size=(d_out, r)))[0]
     v = np.linalg.qr(rng.normal(size=(d_in, r)))[0]
-    fit_base = _layer(rng, d_in, d_out)
-    shift = u @ v.T
+    fit_base, shift = _layer(rng, d_in, d_out), u @ v.T
     target = xs @ (fit_base["weight"].astype(np.float64) + shift).T + fit_base["bias"]
-    return {
-        "d_in": d_in,
-        "d_out": d_out,
-        "r": r,
-        "alpha": alpha,
-        "base": base,
-        "x": x,
-        "factors": factors,
-        "fit_base": fit_base,
-        "fit_x": xs.astype(np.float32),
-        "fit_y": target.astype(np.float32),
-        "fit_scale": float(np.mean((xs @ shift.T) ** 2)),
-        "torch_seed": int(rng.integers(2**31)),
-        # inputs the layer first sees after its training (issue 36): its own A and B must
-        # explain its outputs there, not what it remembers of the fit
-        "fresh_x": np.random.default_rng([seed, 31]).normal(size=(FRESH, d_in)).astype(np.float32),
-    }
+    c |= {"fit_base": fit_base, "fit_x": xs.astype(np.float32), "fit_y": target.astype(np.float32)}
+    c["fit_scale"] = float(np.mean((xs @ shift.T) ** 2))
+    c["torch_seed"] = int(rng.integers(2**31))
+    # inputs first seen after the training (issue 36): its own A and B must explain them
+    c["fresh_x"] = np.random.default_rng([seed, 31]).normal(size=(8, d_in)).astype(np.float32)
+    return c
 
 
 def layout(a_shape, b_shape, c: dict, r: int) -> str | None:
-    """How the factors make the update: "BA" for A (r × d_in) and B (d_out × r), as the
-    contract says; "AB" for A (d_in × r) and B (r × d_out), x A B, a valid layout that
-    the forward check refuses and the training check accepts; None otherwise."""
-    a_shape, b_shape = tuple(a_shape), tuple(b_shape)
-    if a_shape == (r, c["d_in"]) and b_shape == (c["d_out"], r):
-        return "BA"
-    if a_shape == (c["d_in"], r) and b_shape == (r, c["d_out"]):
-        return "AB"
-    return None
+    """The factors' layout: "BA" for A (r × d_in) and B (d_out × r), the contract's; "AB"
+    for x A B (A of shape d_in × r), which only the forward check refuses; else None."""
+    d_in, d_out = c["d_in"], c["d_out"]
+    ways = {((r, d_in), (d_out, r)): "BA", ((d_in, r), (r, d_out)): "AB"}
+    return ways.get((tuple(a_shape), tuple(b_shape)))
 
 
 def delta(a, b, how: str):
@@ -124,16 +67,24 @@ def delta(a, b, how: str):
     return b @ a if how == "BA" else (a @ b).T
 
 
+def _shapes(a, b, c: dict, r: int) -> str:
+    return (
+        f"A has shape {tuple(a.shape)} and B {tuple(b.shape)}, not "
+        f"({r}, {c['d_in']}) and ({c['d_out']}, {r})"
+    )
+
+
+def _base_of(layer: dict, x: np.ndarray) -> np.ndarray:
+    w, b = layer["weight"].astype(np.float64), layer["bias"].astype(np.float64)
+    return x.astype(np.float64) @ w.T + b
+
+
 def _linear(layer: dict):
     """An nn.Linear of this process, lent to the student's code: its calls run here."""
     import torch
-    from torch import nn
 
-    d_out, d_in = layer["weight"].shape
-    base = nn.Linear(d_in, d_out)
-    with torch.no_grad():
-        base.weight.copy_(torch.from_numpy(layer["weight"]))
-        base.bias.copy_(torch.from_numpy(layer["bias"]))
+    base = torch.nn.Linear(*layer["weight"].shape[::-1])
+    base.load_state_dict({name: torch.from_numpy(value) for name, value in layer.items()})
     return base
 
 
@@ -154,42 +105,28 @@ def _output(module, x: np.ndarray) -> list | str:
     return plain(y.to(torch.float64).reshape(-1).tolist())
 
 
-def _set_factors(module, factors: dict) -> str | None:
-    """Copy the probe's A and B into the student's factors; why not, if that fails."""
+def _forward(student, c: dict, alpha: float) -> dict:
+    """The output with the probe's A and B copied into the layer, or why there is none."""
     import torch
 
     try:
-        for name in ("A", "B"):
-            p = module.read(name)
-            value = torch.from_numpy(factors[name])
+        module = student.run(student.hold(_linear(c["base"])), c["r"], alpha)
+        for name, value in c["factors"].items():
+            p, value = module.read(name), torch.from_numpy(value)
             if not isinstance(p, torch.Tensor):
-                return f"{name} is not a tensor"
+                return {"error": f"{name} is not a tensor"}
             if tuple(p.shape) != tuple(value.shape):
-                return f"{name} has shape {tuple(p.shape)}, not {tuple(value.shape)}"
+                return {"error": f"{name} has shape {tuple(p.shape)}, not {tuple(value.shape)}"}
             module.assign({name: value.to(p.dtype)})
     except BaseException as err:  # noqa: BLE001
-        return error_text(err)
-    return None
-
-
-def _layer_of(student, base, r: int, alpha: float):
-    """``LoRALinear(base, r, alpha)``, kept in the student's process."""
-    return student.run(student.hold(base), r, alpha)
-
-
-def _forward(student, c: dict, alpha: float) -> dict:
-    try:
-        module = _layer_of(student, _linear(c["base"]), c["r"], alpha)
-    except BaseException as err:  # noqa: BLE001
         return {"error": error_text(err)}
-    y = _set_factors(module, c["factors"]) or _output(module, c["x"])
+    y = _output(module, c["x"])
     return {"error": y} if isinstance(y, str) else {"error": None, "y": y}
 
 
 def _update_at_start(module, c: dict) -> float | str:
-    """The largest entry of the update B A that the layer holds at construction, read from
-    it (issue 36: its first output alone can be the base's while B A is not 0); or why
-    there is none."""
+    """The largest entry of B A read from the layer at construction (issue 36: its first
+    output alone can be the base's while B A is not 0), or why there is none."""
     import torch
 
     try:
@@ -200,17 +137,13 @@ def _update_at_start(module, c: dict) -> float | str:
         return "A or B is not a tensor"
     how = layout(a.shape, b.shape, c, c["r"])
     if how is None:
-        return (
-            f"A has shape {tuple(a.shape)} and B {tuple(b.shape)}, not "
-            f"({c['r']}, {c['d_in']}) and ({c['d_out']}, {c['r']})"
-        )
+        return _shapes(a, b, c, c["r"])
     return plain([float(delta(a.detach().double(), b.detach().double(), how).abs().max())])[0]
 
 
 def _start(student, c: dict) -> dict:
-    """Output at construction, then one SGD step on every trainable parameter.  What
-    happens to the pretrained layer is seen here: the gradients the student's process asks
-    of it, and the weights it sends with each call."""
+    """Output at construction, then one SGD step on every trainable parameter; what happens
+    to the pretrained layer (lent: its calls run here) is seen here."""
     import torch
 
     linear = _linear(c["base"])
@@ -220,27 +153,24 @@ def _start(student, c: dict) -> dict:
     except BaseException as err:  # noqa: BLE001
         return {"error": error_text(err)}
     rec: dict = {"error": None, "update0": _update_at_start(module, c)}
-    y = _output(module, c["x"])
-    if isinstance(y, str):
-        return {"error": y}
-    rec["y"] = y
+    rec["y"] = _output(module, c["x"])
+    if isinstance(rec["y"], str):
+        return {"error": rec["y"]}
     try:
         out = module.run(torch.from_numpy(c["x"]))
         if not isinstance(out.value, torch.Tensor):
             raise TypeError(f"the layer returns {out.type}")
         out.backward(2 * out.value)  # the gradient of out.square().sum()
         params = module.parameters()
-        step = {  # one SGD step on every parameter with a gradient
-            name: value - 0.1 * g for name, value, _, g in params if isinstance(g, torch.Tensor)
-        }
-        module.assign(step)
+        module.assign({n: p - 0.1 * g for n, p, _, g in params if isinstance(g, torch.Tensor)})
         _output(module, c["x"])  # one more call: the base's weights as they are now
         calls = [e for e in student.events if e.module is linear]
-        if not any(e.kind == "forward" for e in calls):
+        forwards = [e.params for e in calls if e.kind == "forward"]
+        if not forwards:
             raise RuntimeError("the layer never calls its base: use self.base(x)")
         grads = list(student.grads(linear).values())
         rec["base_grad"] = float(max((g.abs().max().item() for g in grads), default=0.0))
-        now = [e.params for e in calls if e.kind == "forward"][-1]
+        now = forwards[-1]
         moved = max((now["weight"] - w0).abs().max().item(), (now["bias"] - b0).abs().max().item())
         rec["base_moved"] = plain([moved])[0]
         # at least the factors and what this process saw the base trained with
@@ -256,29 +186,17 @@ def _start(student, c: dict) -> dict:
 
 
 def _train(student, c: dict, rank: int, steps: int) -> dict:
-    """Adam on A and B only, from the student's own initialisation.
-
-    Adam runs here (β = 0.9, 0.999): the student's process computes the layer's output and
-    the gradients of A and B; this process the loss, the steps and the new A and B.  What
-    comes back is judged against the probe's own A and B (issue 36): the cotangent of the
-    loss reveals the target, so an output, or a gradient, could be the target's and not
-    the layer's.  Each output must be base(x) + f·ΔW x, ΔW the update of the A and B set,
-    and the gradients those of that output; after the training A and B are read back from
-    the layer, the loss is computed from them (in ``grade``), and the layer is run on
-    inputs it never saw in the fit.
-    """
+    """Adam on A and B only, run here, each output and gradient kept to check against the A
+    and B set; then A and B read back, and the layer run on inputs it never saw."""
     import torch
 
     student.seed(c["torch_seed"] + rank)  # the student's random A: the same every time
     try:
-        module = _layer_of(student, _linear(c["fit_base"]), rank, float(rank))  # α = r: 1
+        module = student.run(student.hold(_linear(c["fit_base"])), rank, float(rank))  # α = r
         factors = {name: module.read(name).detach() for name in ("A", "B")}
         how = layout(factors["A"].shape, factors["B"].shape, c, rank)
         if how is None:
-            raise ValueError(
-                f"A has shape {tuple(factors['A'].shape)} and B {tuple(factors['B'].shape)}, "
-                f"not ({rank}, {c['d_in']}) and ({c['d_out']}, {rank})"
-            )
+            raise ValueError(_shapes(factors["A"], factors["B"], c, rank))
         x, y = torch.from_numpy(c["fit_x"]), torch.from_numpy(c["fit_y"])
         x64, base64 = x.double(), torch.from_numpy(_base_of(c["fit_base"], c["fit_x"]))
         seen: list[tuple] = []  # (output − base(x), grad A, grad B) and what they must be
@@ -293,12 +211,16 @@ def _train(student, c: dict, rank: int, steps: int) -> dict:
             grads = {n: g for n, _, _, g in module.parameters(clear=True)}
             for name, p in factors.items():
                 g = grads.get(name)
-                g = g if isinstance(g, torch.Tensor) and g.shape == p.shape else None
-                grads[name] = torch.zeros_like(p) if g is None else g
-            seen.append(_step_seen(x64, base64, pred, cotangent, factors, grads, how))
+                ok = isinstance(g, torch.Tensor) and g.shape == p.shape
+                grads[name] = g if ok else torch.zeros_like(p)
+            # the update x ΔWᵀ of the A and B set and its gradients, by autograd here
+            a, b = (p.detach().double().requires_grad_() for p in factors.values())
+            update = x64 @ delta(a, b, how).T
+            update.backward(cotangent.detach().double())
+            got = (pred.detach().double() - base64, grads["A"].double(), grads["B"].double())
+            seen.append((got, (update.detach(), a.grad, b.grad), float(pred.detach().abs().max())))
             for name, p in factors.items():
-                g = grads[name]
-                m, v = moments[name]
+                (m, v), g = moments[name], grads[name]
                 m.mul_(0.9).add_(g, alpha=0.1)
                 v.mul_(0.999).addcmul_(g, g, value=0.001)
                 p -= FIT_LR * (m / (1 - 0.9**t)) / ((v / (1 - 0.999**t)).sqrt() + 1e-8)
@@ -311,38 +233,14 @@ def _train(student, c: dict, rank: int, steps: int) -> dict:
         return {"error": f"on inputs after the training: {fresh}"}
     if not all(isinstance(v, torch.Tensor) for v in held.values()):
         return {"error": "A or B, read after the training, is not a tensor"}
-    same = all(
+    f, out_err, grad_err = _consistency(seen)
+    rec = {"error": None, "layout": how, "factor": f, "out_err": out_err, "grad_err": grad_err}
+    rec["held_as_set"] = all(
         held[n].shape == p.shape and torch.equal(held[n].detach().to(p.dtype), p)
         for n, p in factors.items()
     )
-    f, out_err, grad_err = _consistency(seen)
-    return {
-        "error": None,
-        "layout": how,
-        "factor": f,
-        "out_err": out_err,
-        "grad_err": grad_err,
-        "held_as_set": same,
-        "A": [plain(row) for row in held["A"].detach().double().tolist()],
-        "B": [plain(row) for row in held["B"].detach().double().tolist()],
-        "fresh_y": fresh,
-    }
-
-
-def _base_of(layer: dict, x: np.ndarray) -> np.ndarray:
-    w, b = layer["weight"].astype(np.float64), layer["bias"].astype(np.float64)
-    return x.astype(np.float64) @ w.T + b
-
-
-def _step_seen(x64, base64, pred, cotangent, factors: dict, grads: dict, how: str) -> tuple:
-    """One step's output and gradients, and what they must be for the A and B set: the
-    update x ΔWᵀ and its gradients, by autograd here, in float64."""
-    a = factors["A"].detach().double().requires_grad_()
-    b = factors["B"].detach().double().requires_grad_()
-    update = x64 @ delta(a, b, how).T
-    update.backward(cotangent.detach().double())
-    got = (pred.detach().double() - base64, grads["A"].double(), grads["B"].double())
-    return got, (update.detach(), a.grad, b.grad), float(pred.detach().abs().max())
+    rec |= {n: [plain(row) for row in p.detach().double().tolist()] for n, p in held.items()}
+    return rec | {"fresh_y": fresh}
 
 
 def _consistency(seen: list[tuple]) -> tuple:
@@ -380,40 +278,28 @@ def probe(student, seed: int, params: dict) -> dict:
     }
 
 
-# --- grade (trusted) ---------------------------------------------------------------------
-
-
-def _base_out(c: dict) -> np.ndarray:
-    w, b = c["base"]["weight"].astype(np.float64), c["base"]["bias"].astype(np.float64)
-    return c["x"].astype(np.float64) @ w.T + b
-
-
-def _update(c: dict) -> np.ndarray:
-    a, b = c["factors"]["A"].astype(np.float64), c["factors"]["B"].astype(np.float64)
-    return c["x"].astype(np.float64) @ a.T @ b.T
-
-
-def _y(rec: Result, shape: tuple) -> np.ndarray | None:
-    v = vector(rec.get("y"))
-    return v.reshape(shape) if v is not None and v.size == shape[0] * shape[1] else None
-
-
-def _why(rec: Result, what: str) -> str:
+def _y(rec: Result, c: dict, what: str) -> tuple[np.ndarray | None, str]:
+    """The output (batch × d_out), or None and why not."""
+    y = vector(rec.get("y"), c["x"].shape[0] * c["d_out"])
+    if y is not None:
+        return y.reshape(-1, c["d_out"]), ""
     if not rec.data:
-        return f"{what}: no result."
+        return None, f"{what}: no result."
     if isinstance(rec.get("error"), str):
-        return f"{what}: {rec.get('error')}."
-    return f"{what}: the output is not a (batch, d_out) tensor."
+        return None, f"{what}: {rec.get('error')}."
+    return None, f"{what}: the output is not a (batch, d_out) tensor."
 
 
 def _factor(rec: Result, c: dict) -> tuple[float | None, str]:
     """The factor f with output = base(x) + f·BAx, or None and why not."""
-    y = _y(rec, (c["x"].shape[0], c["d_out"]))
+    y, why = _y(rec, c, "with A and B set")
     if y is None:
-        return None, _why(rec, "with A and B set")
+        return None, why
     if not np.all(np.isfinite(y)):
         return None, "with A and B set, the output is not finite."
-    diff, upd = (y - _base_out(c)).ravel(), _update(c).ravel()
+    a, b = (c["factors"][n].astype(np.float64) for n in ("A", "B"))
+    diff = (y - _base_of(c["base"], c["x"])).ravel()
+    upd = (c["x"].astype(np.float64) @ a.T @ b.T).ravel()
     f = float(diff @ upd / (upd @ upd))
     if np.allclose(diff, f * upd, rtol=1e-4, atol=ATOL * (1 + np.abs(upd).max())):
         return f, ""
@@ -427,17 +313,13 @@ def _factor(rec: Result, c: dict) -> tuple[float | None, str]:
 
 def _trained(rec: Result, c: dict, rank: int) -> tuple[float | None, str]:
     """The relative loss on the fit's data of the A and B read from the layer after its
-    training (with the layer's factor f), or None and why not: the outputs or gradients
-    during the training were not those of the A and B set, A and B read back are not the
-    values set, or on the inputs drawn after the training the output is not base(x) +
-    f·ΔW x with them."""
-    if not rec.data:
-        return None, "no result"
-    if isinstance(rec.get("error"), str):
-        return None, rec.get("error")
-    f, out_err, grad_err = (number(rec.get(k)) for k in ("factor", "out_err", "grad_err"))
-    if f is None or out_err is None or grad_err is None or not math.isfinite(f):
+    training (times the layer's factor f), or None and why not."""
+    if not rec.data or isinstance(rec.get("error"), str):
+        return None, rec.get("error", "no result")
+    record = vector([rec.get(k) for k in ("factor", "out_err", "grad_err")])
+    if record is None or not math.isfinite(record[0]):
         return None, "no usable record of the training"
+    f, out_err, grad_err = record.tolist()
     if not out_err <= OUT_TOL:
         return None, (
             "during the training the output is not base(x) + f·B A x with the A and B the "
@@ -457,18 +339,14 @@ def _trained(rec: Result, c: dict, rank: int) -> tuple[float | None, str]:
     change = f * delta(a, b, how)
     if not np.all(np.isfinite(change)):
         return None, "A and B after the training are not finite"
-    fresh = c["fresh_x"].astype(np.float64)
-    expected = _base_of(c["fit_base"], c["fresh_x"]) + fresh @ change.T
-    y = vector(rec.get("fresh_y"))
-    if y is None or y.size != expected.size:
-        return None, "on inputs drawn after the training, no output of the right shape"
-    if not np.allclose(
-        y.reshape(expected.shape), expected, rtol=0, atol=OUT_TOL * (1 + np.abs(expected).max())
-    ):
-        return None, (
-            "on inputs drawn after the training, the output is not base(x) + f·B A x with "
-            "the layer's own A and B"
-        )
+    drawn = "on inputs drawn after the training,"
+    expected = _base_of(c["fit_base"], c["fresh_x"]) + c["fresh_x"].astype(np.float64) @ change.T
+    y = vector(rec.get("fresh_y"), expected.size)
+    if y is None:
+        return None, f"{drawn} no output of the right shape"
+    atol = OUT_TOL * (1 + np.abs(expected).max())
+    if not np.allclose(y.reshape(expected.shape), expected, rtol=0, atol=atol):
+        return None, f"{drawn} the output is not base(x) + f·B A x with the layer's own A and B"
     pred = _base_of(c["fit_base"], c["fit_x"]) + c["fit_x"].astype(np.float64) @ change.T
     return float(np.mean((pred - c["fit_y"]) ** 2) / c["fit_scale"]), ""
 
@@ -476,20 +354,21 @@ def _trained(rec: Result, c: dict, rank: int) -> tuple[float | None, str]:
 @check("starts at the pretrained layer (B = 0)", 2.0)
 def starts(start: Result, c: dict):
     """The output at construction equals the frozen layer's, and B A is read as 0."""
-    y0, update0 = _y(start, (c["x"].shape[0], c["d_out"])), start.get("update0")
+    (y0, why), update0 = _y(start, c, "at construction"), start.get("update0")
     if y0 is None:
-        return False, _why(start, "at construction")
+        return False, why
     if isinstance(update0, str):
         return False, f"At construction A and B cannot be read: {update0}."
-    if close(y0, _base_out(c), RTOL, ATOL) and isinstance(update0, float) and update0 <= ZERO:
+    zero = isinstance(update0, float) and update0 <= ZERO
+    if close(y0, _base_of(c["base"], c["x"]), RTOL, ATOL) and zero:
         return True, "At construction the layer returns exactly the pretrained layer's output."
-    zero = (
-        "B must start at zero (A random), so that BA = 0 and training starts exactly from the "
-        "pretrained model (§5.2)."
-    )
+    what = "the output differs from base(x)"
     if isinstance(update0, float) and update0 > ZERO:
-        return False, f"At construction the layer holds B A ≠ 0 (an entry of {update0:.2g}): {zero}"
-    return False, f"At construction the output differs from base(x): {zero}"
+        what = f"the layer holds B A ≠ 0 (an entry of {update0:.2g})"
+    return False, (
+        f"At construction {what}: B must start at zero (A random), so that BA = 0 and "
+        "training starts exactly from the pretrained model (§5.2)."
+    )
 
 
 @check("W₀ and b frozen", 1.0)
@@ -550,18 +429,18 @@ def fits(r: Result, c: dict):
     fit_loss, fit_why = _trained(r.part("fit"), c, rank)
     under_loss, under_why = _trained(r.part("under"), c, rank - 1)
     fit_ok = fit_loss is not None and fit_loss <= FIT_MAX
+    training = f"Training only A and B on a change of W₀ of rank r = {rank}:"
     if not fit_ok and fit_why:
         return 0, (
-            f"Training only A and B on a change of W₀ of rank r = {rank}: {fit_why}. The "
-            "layer's output must be base(x) + (α/r)·B A x with its own A and B, and the "
-            "gradients of A and B those of that output (§5.2)."
+            f"{training} {fit_why}. The layer's output must be base(x) + (α/r)·B A x with its "
+            "own A and B, and the gradients of A and B those of that output (§5.2)."
         )
     if not fit_ok:
         return 0, (
-            f"Training only A and B on a change of W₀ of rank r = {rank}: the relative loss "
-            f"of the trained A and B is still {shown(fit_loss, '.2g')} after {FIT_STEPS} "
-            "Adam steps. Both factors must receive gradients: with B = 0, A must start "
-            "random (if both are zero, neither ever moves) (§5.2)."
+            f"{training} the relative loss of the trained A and B is still "
+            f"{shown(fit_loss, '.2g')} after {FIT_STEPS} Adam steps. Both factors must receive "
+            "gradients: with B = 0, A must start random (if both are zero, neither ever moves) "
+            "(§5.2)."
         )
     if under_loss is None:
         # the rank r − 1 run raised or was not the layer's: the fit counts, the bound unknown
@@ -581,15 +460,9 @@ def fits(r: Result, c: dict):
     )
 
 
-def grade(result: dict, seed: int, params: dict) -> list[Property]:
+def grade(result: dict, seed: int, params: dict) -> list:
     """Score the probe's outputs against W₀x + b + (α/r)BAx recomputed from the seed."""
     r, c = Result(result), cases(seed)
     start, found = r.part("start"), [_factor(rec, c) for rec in r.parts("forward", 2)]
-    return [
-        starts(start, c),
-        frozen(start),
-        trainable(start, c),
-        adds(found),
-        scaled(found, c),
-        fits(r, c),
-    ]
+    starting = [starts(start, c), frozen(start), trainable(start, c)]
+    return starting + [adds(found), scaled(found, c), fits(r, c)]

@@ -1,36 +1,25 @@
 """Checks of the activation-checkpointing code part (000 §2.5, Proposition 2.8).
 
-``probe`` runs in the probe process, beside the student's: it builds n float64 layers
-Linear(w, w) + tanh from the seed and lends them to the student's
-``checkpointed_forward(layers, x, k)``: every layer call, and every backward through one,
-runs here and is logged here.  Then it asks the student's process for a backward pass of
-a fixed linear loss, and returns the output, the gradients it computed, and the log of
-the layer calls, split into the forward phase and the backward phase, with the call each
-backward differentiated (a recomputed one, or a stored one).  ``grade`` runs in the
-trusted process: it redraws the layers and recomputes the plain forward and backward in
-NumPy.
-
 Two cases: the input requires a gradient and k does not divide n (the call counts and
 the recomputed segments are read from this one), then an input without gradient, as in
 the notes' code, where a reentrant checkpoint loses every gradient.
 """
 
-from __future__ import annotations
-
 import math
+from itertools import groupby
 
 import numpy as np
 
-from autograder.checklib import Property, Result, check, close, error_text, plain, vector
+from autograder.checklib import Result, Verdict, check, close, error_text, judged, plain, vector
 
-ISOLATED = True  # probe() runs in the probe process; checkpointed_forward, in the student's
-# imported once per batch: the part asks for torch.utils.checkpoint, whose first call
-# imports torch._dynamo (1 s, once per submission otherwise)
-PRELOAD = ("torch", "torch._dynamo")
+PRELOAD = ("torch", "torch._dynamo")  # torch.utils.checkpoint's first call imports _dynamo
 RTOL, ATOL = 1e-9, 1e-12  # recomputation repeats the same float64 operations
 MAX_LOG = 1000  # layer calls logged per case
-
-# --- inputs: the same function in the sandbox (probe) and the trusted process (grade) ----
+PHASES = {"keep": "forward", "backward": "backward"}  # the request S was answering
+# k divides neither n nor n + 1, and n // k and ⌈n/k⌉ differ from k: reading k as the number
+# of segments gives other segments
+UNEVEN = [(10, 4), (11, 4), (11, 5), (12, 5), (13, 3), (13, 5), (14, 3), (14, 5)]
+EVEN = [(8, 2), (8, 4), (9, 3), (12, 3), (12, 4), (12, 6)]
 
 
 def _case(rng: np.random.Generator, n: int, k: int, x_grad: bool) -> dict:
@@ -49,12 +38,7 @@ def _case(rng: np.random.Generator, n: int, k: int, x_grad: bool) -> dict:
 def cases(seed: int) -> list[dict]:
     """Case 0: k does not divide n, the input requires grad; case 1: k divides n, it does not."""
     rng = np.random.default_rng([seed, 40])
-    # k divides neither n nor n + 1, and n // k and ⌈n/k⌉ differ from k: reading k as the
-    # number of segments gives other segments
-    n0, k0 = [(10, 4), (11, 4), (11, 5), (12, 5), (13, 3), (13, 5), (14, 3), (14, 5)][
-        int(rng.integers(8))
-    ]
-    n1, k1 = [(8, 2), (8, 4), (9, 3), (12, 3), (12, 4), (12, 6)][int(rng.integers(6))]
+    (n0, k0), (n1, k1) = UNEVEN[int(rng.integers(8))], EVEN[int(rng.integers(6))]
     return [_case(rng, n0, k0, True), _case(rng, n1, k1, False)]
 
 
@@ -64,8 +48,7 @@ def segments(n: int, k: int) -> list[list[int]]:
 
 
 def _layers(case: dict):
-    """The case's n layers, Linear(w, w) then tanh: torch modules of this process, which
-    the student's code gets lent (their calls, and the backward through them, run here)."""
+    """Linear(w, w) then tanh, lent to the student's code: their calls run here."""
     import torch
 
     class Layer(torch.nn.Module):
@@ -81,21 +64,15 @@ def _layers(case: dict):
     return torch.nn.ModuleList([Layer(w, b) for w, b in pairs])
 
 
-PHASES = {"keep": "forward", "backward": "backward"}  # the request S was answering
-
-
 def _served(student, layers) -> dict:
-    """The layer calls this process served, in order: [phase, layer, call]; and the
-    backward passes through them: [layer, the call each one differentiates]."""
+    """The layer calls served: [phase, layer, call]; the backwards: [layer, call]."""
     index = {id(m): i for i, m in enumerate(layers)}
     calls, vjps = [], []
     for e in student.events:
         i = index.get(id(e.module))
-        if i is None:
-            continue
-        if e.kind == "forward":
+        if i is not None and e.kind == "forward":
             calls.append([PHASES.get(e.phase, str(e.phase)), i, e.token])
-        else:
+        elif i is not None:
             vjps.append([i, e.token])
     return {"log": calls[:MAX_LOG], "vjps": vjps[:MAX_LOG]}
 
@@ -134,11 +111,7 @@ def _run(student, case: dict) -> dict:
 
 
 def probe(student, seed: int, params: dict) -> dict:
-    """Run ``checkpointed_forward`` and a backward pass on both cases; return plain data."""
     return {"cases": [_run(student, case) for case in cases(seed)]}
-
-
-# --- grade (trusted) ---------------------------------------------------------------------
 
 
 def plain_forward_backward(case: dict) -> dict:
@@ -155,39 +128,30 @@ def plain_forward_backward(case: dict) -> dict:
     return {"out": hs[-1].reshape(-1), "grads": grads, "x_grad": g.reshape(-1)}
 
 
+def _entry(e, n: int) -> bool:
+    """A logged entry: a list of ``n`` items, the last two ints (a layer, a call)."""
+    return isinstance(e, list) and len(e) == n and all(type(x) is int for x in e[-2:])
+
+
 def _log(rec: Result) -> list[tuple[str, int, int]] | None:
     """(phase, layer, call) of each layer call, or None when the log is malformed."""
     log = rec.get("log")
-    if not isinstance(log, list) or not all(
-        isinstance(e, list) and len(e) == 3 and e[0] in ("forward", "backward") for e in log
-    ):
-        return None
-    if not all(type(e[1]) is int and type(e[2]) is int for e in log):
-        return None
-    return [(e[0], e[1], e[2]) for e in log]
+    phases = ("forward", "backward")
+    if isinstance(log, list) and all(_entry(e, 3) and e[0] in phases for e in log):
+        return [tuple(e) for e in log]
+    return None
 
 
 def _vjps(rec: Result) -> list[tuple[int, int]]:
     """(layer, call) of each backward through a layer: the call it differentiated."""
     vjps = rec.get("vjps")
-    if not isinstance(vjps, list):
-        return []
-    return [
-        (e[0], e[1])
-        for e in vjps
-        if isinstance(e, list) and len(e) == 2 and type(e[0]) is int and type(e[1]) is int
-    ]
+    return [tuple(e) for e in vjps if _entry(e, 2)] if isinstance(vjps, list) else []
 
 
 def _runs(indices: list[int]) -> list[list[int]]:
     """Maximal runs of consecutive increasing layer indices."""
-    runs: list[list[int]] = []
-    for i in indices:
-        if runs and i == runs[-1][-1] + 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return runs
+    runs = groupby(enumerate(indices), key=lambda t: t[1] - t[0])  # i − position: constant
+    return [[i for _, i in run] for _, run in runs]
 
 
 def _spans(runs: list[list[int]]) -> str:
@@ -200,60 +164,56 @@ def _label(c: dict) -> str:
     return f"n = {c['n']}, k = {c['k']}, input that {grad}"
 
 
-@check("same output as the plain forward", 1.0)
-def output(cs: list[dict], recs: list[Result], refs: list[dict]):
-    oks, notes = [], []
-    for c, rec, ref in zip(cs, recs, refs, strict=True):
-        oks.append(not rec.get("error") and close(vector(rec.get("value")), ref["out"], RTOL, ATOL))
-        if not oks[-1]:
-            why = rec.get("error") or (
-                f"the output has shape {rec.get('shape')}"
-                if rec.get("shape") != list(c["x"].shape)
-                else "the output differs from the plain forward"
-            )
-            notes.append(f"{_label(c)}: {why}.")
-    if all(oks):
-        return 1.0, "The output equals the plain forward's on both cases."
-    return sum(oks) / 2, " ".join(notes) + (
-        " Apply every layer once, in order, segment after segment."
+def _output(c: dict, rec: Result, ref: dict) -> Verdict:
+    if not rec.get("error") and close(vector(rec.get("value")), ref["out"], RTOL, ATOL):
+        return Verdict(True)
+    why = rec.get("error") or (
+        f"the output has shape {rec.get('shape')}"
+        if rec.get("shape") != list(c["x"].shape)
+        else "the output differs from the plain forward"
     )
+    return Verdict(False, f"{_label(c)}: {why}.")
 
 
-def _grads_why(c: dict, rec: Result, ref: dict) -> str:
-    """Why the case's gradients differ from the plain backward's; '' when they do not."""
+@check("same output as the plain forward", 1.0)
+def output(verdicts: list[Verdict]):
+    good = "The output equals the plain forward's on both cases."
+    return judged(verdicts, good, " Apply every layer once, in order, segment after segment.")
+
+
+def _grads(c: dict, rec: Result, ref: dict) -> Verdict:
+    """Whether the case's gradients are the plain backward's; why not."""
     grads = rec.get("grads") if isinstance(rec.get("grads"), list) else []
     missing = [i // 2 for i, g in enumerate(grads) if g is None]
     if rec.get("error") or rec.get("backward_error"):
-        return rec.get("error") or f"the backward pass fails: {rec.get('backward_error')}"
-    if len(grads) != len(ref["grads"]):
-        return "no gradients"
-    if missing:
-        return f"layers {sorted(set(missing))} get no gradient"
-    if not all(close(vector(g), e, RTOL, ATOL) for g, e in zip(grads, ref["grads"], strict=True)):
-        return "the parameters' gradients differ from the plain backward's"
-    if c["x_grad"] and not close(vector(rec.get("x_grad")), ref["x_grad"], RTOL, ATOL):
-        return "the input's gradient differs from the plain backward's"
-    return ""
+        why = rec.get("error") or f"the backward pass fails: {rec.get('backward_error')}"
+    elif len(grads) != len(ref["grads"]):
+        why = "no gradients"
+    elif missing:
+        why = f"layers {sorted(set(missing))} get no gradient"
+    elif not all(close(vector(g), e, RTOL, ATOL) for g, e in zip(grads, ref["grads"], strict=True)):
+        why = "the parameters' gradients differ from the plain backward's"
+    elif c["x_grad"] and not close(vector(rec.get("x_grad")), ref["x_grad"], RTOL, ATOL):
+        why = "the input's gradient differs from the plain backward's"
+    else:
+        return Verdict(True)
+    return Verdict(False, f"{_label(c)}: {why}.")
 
 
 @check("same gradients as the plain backward", 2.0)
-def gradients(cs: list[dict], recs: list[Result], refs: list[dict]):
-    whys = [_grads_why(c, rec, ref) for c, rec, ref in zip(cs, recs, refs, strict=True)]
-    if not any(whys):
-        return (
-            1.0,
-            "Every gradient equals the plain backward's, with and without an input gradient.",
-        )
-    msg = " ".join(f"{_label(c)}: {why}." for c, why in zip(cs, whys, strict=True) if why) + (
+def gradients(verdicts: list[Verdict]):
+    score, msg = judged(
+        verdicts,
+        "Every gradient equals the plain backward's, with and without an input gradient.",
         " Checkpointing must not change the gradients (Proposition 2.8): let autograd "
-        "recompute each segment (torch.utils.checkpoint), do not detach between segments."
+        "recompute each segment (torch.utils.checkpoint), do not detach between segments.",
     )
-    if whys[1]:  # the input of case 1 does not require grad
+    if not verdicts[1]:  # the input of case 1 does not require grad
         msg += (
             " With an input that does not require grad, a reentrant checkpoint returns an "
             "output without gradient: pass use_reentrant=False, as in the notes' code."
         )
-    return sum(not why for why in whys) / 2, msg
+    return score, msg
 
 
 def _cannot(c: dict, rec: Result) -> str | None:
@@ -334,14 +294,14 @@ def recomputed(c: dict, rec: Result):
     )
 
 
-def grade(result: dict, seed: int, params: dict) -> list[Property]:
-    """Score output, gradients, call counts and recomputed segments against the plain run;
-    the call counts and the recomputed segments from the call log of case 0."""
+def grade(result: dict, seed: int, params: dict) -> list:
+    """Output and gradients on both cases; call counts and segments from case 0's log."""
     cs, recs = cases(seed), Result(result).parts("cases", 2)
     refs = [plain_forward_backward(c) for c in cs]
+    trios = list(zip(cs, recs, refs, strict=True))
     return [
-        output(cs, recs, refs),
-        gradients(cs, recs, refs),
+        output([_output(*trio) for trio in trios]),
+        gradients([_grads(*trio) for trio in trios]),
         calls(cs[0], recs[0]),
         recomputed(cs[0], recs[0]),
     ]

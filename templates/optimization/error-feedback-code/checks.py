@@ -1,31 +1,10 @@
 """Checks of the error-feedback code part (000 §4.2, Theorem 4.8, Code 4.9, Exercise 9(c)).
 
-``probe`` runs in the probe process, beside the student's: it calls the student's
-``topk_ef_step(grad, memory, k)`` on single random inputs, then inside the distributed
-least-squares run of Code 4.9 (4 workers with different data, k = 5 of d = 50), feeding
-each worker's returned memory back to it, and returns the outputs and the final iterate.
-``grade`` runs in the trusted process: it redraws the inputs from the seed, compares with
-top_k(grad + memory), and measures f − f* of the student's final iterate against the same
-run with error feedback and without memory.
-
-The properties are separated on purpose: the count of entries sent, which entries, the
-memory update and the convergence, so that keeping k + 1 entries costs only the count and
-a memory that forgets costs the memory update and the convergence.
-
-The memory is state passed in and read back out: the function must keep none of its own.
-A top-k that ignored the memory passed in and kept each worker's in module globals (the
-worker told by the call count), in a file or on the function object ran error feedback
-all the same while the workers came in a fixed order.  So the run calls each step's
-workers in an order drawn from the seed, makes an earlier call of the run again among
-them (the same (grad, memory, k) must give the same outputs, bit for bit), and judges each
-of its calls on what was passed in: the entries sent are entries of grad + memory, the
-largest (any count: k + 1 costs the count alone).  The convergence counts only for a run
-every call of which that explains.  Shuffling alone would not do: error feedback with the
-memories exchanged among the workers still converges (the virtual iterate x − ē does
-not see the exchange).
+Count, choice, memory and convergence are apart, so that k + 1 entries cost the count alone and
+a memory that forgets costs the memory and the convergence.  The run shuffles each step's
+workers and makes an earlier call again: it converges only through the memory passed in, so a
+memory kept elsewhere (globals, the function object) explains none of its calls.
 """
-
-from __future__ import annotations
 
 import functools
 import math
@@ -34,13 +13,13 @@ import numpy as np
 
 from autograder.checklib import Property, Record, Result, Verdict, check, per_case, plain, vector
 
-ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
-
 TOL = 1e-6  # relative to |grad| + |memory|: a float32 computation inside passes
 WORKERS, DIM, ROWS, KEEP, ETA, STEPS = 4, 50, 200, 5, 0.05, 300  # Code 4.9, 300 steps
 CALLS = WORKERS * STEPS  # the run's calls, besides the STEPS − 1 made again
-
-# --- inputs: the same functions in the sandbox (probe) and the trusted process (grade) ----
+RUN = (
+    f"the least-squares run of Code 4.9 ({WORKERS} workers with different data, "
+    f"k = {KEEP} of d = {DIM}, η = {ETA}, {STEPS} steps)"
+)
 
 
 def cases(seed: int) -> list[dict]:
@@ -58,19 +37,18 @@ def cases(seed: int) -> list[dict]:
     return out
 
 
-def problem(seed: int) -> dict:
-    """The least-squares problem of Code 4.9, drawn from the seed: 4 workers, different data."""
+def problem(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Code 4.9's least squares, 4 workers with different data: ∇f_i(x) = hess_i x − lin_i."""
     rng = np.random.default_rng([seed, 31])
     A = [rng.standard_normal((ROWS, DIM)) for _ in range(WORKERS)]
     b = [a @ rng.standard_normal(DIM) + rng.standard_normal(ROWS) for a in A]
-    hess = [a.T @ a / ROWS for a in A]  # ∇f_i(x) = hess_i x − lin_i
-    lin = [a.T @ y / ROWS for a, y in zip(A, b, strict=True)]
-    return {"hess": hess, "lin": lin, "x_star": np.linalg.solve(sum(hess), sum(lin))}
+    hess = np.stack([a.T @ a / ROWS for a in A])
+    lin = np.stack([a.T @ y / ROWS for a, y in zip(A, b, strict=True)])
+    return hess, lin, np.linalg.solve(sum(hess), sum(lin))
 
 
 def _pair(rec: Record, n: int):
-    """What one call returned, as (compressed, new_memory) float64 arrays, or why not (both
-    sides: the run's calls in the probe, the single calls' records in grade)."""
+    """A call's (compressed, new_memory) float64 arrays, or why not."""
     if not rec.ok:
         return rec.error
     if rec.items is None or len(rec.items) != 2:
@@ -84,10 +62,8 @@ def _pair(rec: Record, n: int):
 
 
 def _unexplained(grads: np.ndarray, memories: np.ndarray, sent: np.ndarray) -> list[str]:
-    """For each call (a row), why ``sent`` is not entries of v = grad + memory, the largest
-    |v| (any count), with the memory passed in ('' when it is)."""
-    v = grads + memories
-    kept = sent != 0
+    """Per call (a row), why ``sent`` is not the largest |v| of v = grad + memory, any count."""
+    v, kept = grads + memories, sent != 0
     scale = TOL * (np.abs(grads) + np.abs(memories)) + 1e-12  # rounding of v
     with np.errstate(all="ignore"):
         values = np.all((np.abs(sent - v) <= scale) | ~kept, axis=1)
@@ -99,78 +75,56 @@ def _unexplained(grads: np.ndarray, memories: np.ndarray, sent: np.ndarray) -> l
     return np.where(kept.any(axis=1), why, "nothing is sent").tolist()
 
 
-def _alike(a: np.ndarray, b: np.ndarray) -> bool:
-    return np.array_equal(a, b, equal_nan=True)
-
-
 def probe(student, seed: int, params: dict) -> dict:
-    """Single calls on random inputs, then the distributed run of Code 4.9 with the memory:
-    the workers of each step in a shuffled order, an earlier call of the run made again
-    among them; every call of the run is judged on the memory passed in."""
+    """Single calls, then the run of Code 4.9: each step's workers in an order drawn from the
+    seed, an earlier call of the run made again among them, every call judged on its inputs."""
     calls = [student.call(c["grad"], c["memory"], c["k"]) for c in cases(seed)]
-    prob = problem(seed)
-    hess, lin = np.stack(prob["hess"]), np.stack(prob["lin"])
+    hess, lin, _ = problem(seed)
     order = np.random.default_rng([seed, 32])  # the workers' order and the calls made again
-    # the run's calls, row t·WORKERS + i for worker i at step t + 1: inputs and outputs
-    given = np.zeros((2, STEPS * WORKERS, DIM))  # grad, memory
-    got = np.zeros((2, STEPS * WORKERS, DIM))  # compressed, new_memory
-    again = []  # (the row made again, its outputs then, the step)
-    x, memories = np.zeros(DIM), np.zeros((WORKERS, DIM))
-    error, steps = None, 0
-    for steps in range(1, STEPS + 1):  # noqa: B007 - steps is read after the loop
-        rows = range((steps - 1) * WORKERS, steps * WORKERS)
-        given[0, rows], given[1, rows] = ETA * (hess @ x - lin), memories
-        jobs = list(rows)
-        if steps > 1:  # an earlier call, made again: the same inputs must give the same outputs
-            jobs.append(int(order.integers(rows[0])))
+    x, memories, error = np.zeros(DIM), np.zeros((WORKERS, DIM)), None
+    given, outs, again, odd = [], [], [], []  # call t·WORKERS + i: worker i at step t + 1
+    for step in range(STEPS):
+        rows, grads = range(step * WORKERS, (step + 1) * WORKERS), ETA * (hess @ x - lin)
+        given += zip(grads, memories, strict=True)
+        jobs = list(rows) + ([int(order.integers(rows[0]))] if step else [])
         jobs = [jobs[j] for j in order.permutation(len(jobs))]
-        recs = student.calls([(given[0, j], given[1, j], KEEP) for j in jobs])  # one round trip
-        for j, rec in zip(jobs, recs, strict=True):
-            res = _pair(rec, DIM)
-            if j < rows[0]:
-                again.append((j, res, steps))
-            elif isinstance(res, str):
-                error = f"step {steps}, worker {j - rows[0]}: {res}"
-                break
-            else:
-                got[0, j], got[1, j] = res
-        if error:
-            steps -= 1
+        recs = student.calls([(*given[j], KEEP) for j in jobs])  # one round trip
+        res = {j: _pair(rec, DIM) for j, rec in zip(jobs, recs, strict=True)}
+        again += [(j, res[j], step + 1) for j in jobs if j < rows[0]]
+        bad = [f"worker {j - rows[0]}: {res[j]}" for j in jobs if j in rows and type(res[j]) is str]
+        if bad:
+            error = f"step {step + 1}, {bad[0]}"
             break
-        memories = got[1, rows]
+        outs += [res[j] for j in rows]
+        sent, new = (np.array([res[j][n] for j in rows]) for n in (0, 1))
+        why = _unexplained(grads, memories, sent)
+        odd += [f"step {step + 1}, worker {i}: {w}" for i, w in enumerate(why) if w]
+        memories = new
         with np.errstate(all="ignore"):
-            x = x - got[0, rows].mean(axis=0)
-    done = steps * WORKERS
-    why = _unexplained(given[0, :done], given[1, :done], got[0, :done])
-    odd = [f"step {j // WORKERS + 1}, worker {j % WORKERS}: {w}" for j, w in enumerate(why) if w]
+            x = x - sent.mean(axis=0)
     differ = [
         f"step {j // WORKERS + 1}, worker {j % WORKERS}, made again at step {t}"
         for j, res, t in again
-        if isinstance(res, str) or not all(map(_alike, res, got[:, j]))
+        if type(res) is str or not np.array_equal(res, outs[j], equal_nan=True)
     ]
-    train = {"x": plain(x), "steps": steps, "error": error, "calls": done}
+    train = {"x": plain(x), "steps": len(outs) // WORKERS, "error": error, "calls": len(outs)}
     train.update(replays=len(again), unexplained=len(odd), differ=len(differ))
     train.update(first_unexplained=(odd or [None])[0], first_differ=(differ or [None])[0])
     return {"calls": calls, "train": train}
 
 
-# --- grade (trusted) ---------------------------------------------------------------------
-
-
-def _gap(prob: dict, x: np.ndarray) -> float:
+def _gap(seed: int, x: np.ndarray) -> float:
     """f(x) − f* = ½ (x − x*)ᵀ H (x − x*) for least squares, H the mean Hessian."""
-    e = x - prob["x_star"]
+    hess, _, x_star = problem(seed)
     with np.errstate(all="ignore"):
-        value = 0.5 * e @ (sum(prob["hess"]) / WORKERS) @ e
+        value = 0.5 * (x - x_star) @ (sum(hess) / WORKERS) @ (x - x_star)
     return float(value) if np.isfinite(value) else math.inf
 
 
 @functools.lru_cache(maxsize=8)
 def reference_gaps(seed: int) -> tuple[float, float]:
     """f − f* after STEPS steps with error feedback, and with top-k without memory."""
-    prob = problem(seed)
-    hess, lin = np.stack(prob["hess"]), np.stack(prob["lin"])
-    rows = np.arange(WORKERS)[:, None]
+    hess, lin, _ = problem(seed)
     out = []
     for feedback in (True, False):
         x, memories = np.zeros(DIM), np.zeros((WORKERS, DIM))
@@ -178,37 +132,35 @@ def reference_gaps(seed: int) -> tuple[float, float]:
             v = ETA * (hess @ x - lin) + memories  # one row per worker
             idx = np.argpartition(np.abs(v), -KEEP, axis=1)[:, -KEEP:]
             msgs = np.zeros_like(v)
-            msgs[rows, idx] = v[rows, idx]  # top-k of each row
-            if feedback:
-                memories = v - msgs
+            msgs[np.arange(WORKERS)[:, None], idx] = v[np.arange(WORKERS)[:, None], idx]
+            memories = v - msgs if feedback else memories
             x = x - msgs.mean(axis=0)
-        out.append(_gap(prob, x))
+        out.append(_gap(seed, x))
     return out[0], out[1]
 
 
 def _verdicts(i: int, c: dict, rec: Record) -> tuple[Verdict, Verdict, Verdict]:
-    """One single call: (exactly k sent, the k largest sent, nothing lost), each with why not."""
+    """One single call: (exactly k sent, the k largest sent, nothing lost)."""
     where, v = f"call {i + 1} (d = {c['grad'].size}, k = {c['k']})", c["grad"] + c["memory"]
     res = _pair(rec, v.size)
     if not isinstance(res, str) and not np.all(np.isfinite(res[0])):
         res = f"the output is not {v.size} finite numbers"
     if isinstance(res, str):
         return (Verdict(False, f"{where}: {res}."),) * 3
-    sent, mem = res
-    kept = sent != 0
-    scale = TOL * (np.abs(c["grad"]) + np.abs(c["memory"])) + 1e-12  # rounding of v
-    nnz = int(kept.sum())
-    count = Verdict(nnz == c["k"], f"{where}: {nnz} nonzero entries sent.")
-    if nnz == 0:
-        choice = Verdict(False, f"{where}: nothing is sent.")
-    elif not (nnz == v.size or np.abs(v[kept]).min() >= np.abs(v[~kept]).max()):
-        choice = Verdict(False, f"{where}: a dropped entry has a larger |grad + memory|.")
-    else:
-        values = bool(np.all(np.abs(sent - v)[kept] <= scale[kept]))
-        choice = Verdict(values, f"{where}: the values sent are not those of grad + memory.")
-    lost = not np.all(np.abs(sent + mem - v) <= scale)
-    memory = Verdict(not lost, f"{where}: new_memory ≠ grad + memory − compressed.")
-    return count, choice, memory
+    (sent, mem), kept = res, res[0] != 0
+    scale, why, nnz = TOL * (np.abs(c["grad"]) + np.abs(c["memory"])) + 1e-12, None, int(kept.sum())
+    if not nnz:
+        why = "nothing is sent"
+    elif not (kept.all() or np.abs(v[kept]).min() >= np.abs(v[~kept]).max()):
+        why = "a dropped entry has a larger |grad + memory|"
+    elif not np.all(np.abs(sent - v)[kept] <= scale[kept]):
+        why = "the values sent are not those of grad + memory"
+    nothing_lost = bool(np.all(np.abs(sent + mem - v) <= scale))
+    return (
+        Verdict(nnz == c["k"], f"{where}: {nnz} nonzero entries sent."),
+        Verdict(why is None, f"{where}: {why}."),
+        Verdict(nothing_lost, f"{where}: new_memory ≠ grad + memory − compressed."),
+    )
 
 
 count_sent = per_case(
@@ -217,8 +169,6 @@ count_sent = per_case(
     "Each call sends exactly k nonzero entries.",
     " Top-k sends exactly k of the d coordinates (§4.2).",
 )
-
-
 largest_sent = per_case(
     "the k largest |grad + memory| are sent",
     2.0,
@@ -226,8 +176,6 @@ largest_sent = per_case(
     " Compress v = grad + memory, not grad alone, and rank the entries by magnitude |v_i|:"
     " negative entries count too (Code 4.9).",
 )
-
-
 memory_kept = per_case(
     "the memory keeps what was not sent",
     2.0,
@@ -239,53 +187,45 @@ memory_kept = per_case(
 
 @check("converges where top-k without memory stalls", 3.0)
 def converges(run: Result, seed: int):
-    x = vector(run.get("x"), DIM)
-    what = (
-        f"the least-squares run of Code 4.9 ({WORKERS} workers with different data, "
-        f"k = {KEEP} of d = {DIM}, η = {ETA}, {STEPS} steps)"
-    )
-    if run.get("error") or x is None or run.get("steps") != STEPS:
-        why = run.get("error") if isinstance(run.get("error"), str) else "no usable iterate"
-        return 0, f"In {what}: {why}."
-    counts, made = [run.get(k) for k in ("calls", "replays", "unexplained", "differ")], STEPS - 1
+    x, error, made = vector(run.get("x"), DIM), run.get("error"), STEPS - 1
+    if error or x is None or run.get("steps") != STEPS:
+        return 0, f"In {RUN}: {error if isinstance(error, str) else 'no usable iterate'}."
+    counts = [run.get(k) for k in ("calls", "replays", "unexplained", "differ")]
     if not all(type(v) is int and v >= 0 for v in counts) or counts[:2] != [CALLS, made]:
-        return 0, f"In {what}: no usable record of the run's calls."
+        return 0, f"In {RUN}: no usable record of the run's calls."
     unexplained, differ = counts[2:]
     if unexplained or differ:
         why = (
-            f"{unexplained} of the {CALLS} calls sent what the memory passed in does not "
-            f"explain (the first: {str(run.get('first_unexplained'))[:200]})"
+            f"{unexplained} of the {CALLS} calls sent what the memory passed in does not explain"
             if unexplained
             else f"{differ} of the {made} calls made again with the same (grad, memory, k) "
-            f"returned something else (the first: {str(run.get('first_differ'))[:200]})"
+            "returned something else"
         )
+        first = str(run.get("first_unexplained" if unexplained else "first_differ"))[:200]
         return 0, (
-            f"In {what}, {why}. The run converges only through the memory passed in and "
-            "returned: topk_ef_step must be a function of (grad, memory, k), keeping "
-            "nothing between calls (the workers' calls come in any order), and send the "
+            f"In {RUN}, {why} (the first: {first}). The run converges only through the memory "
+            "passed in and returned: topk_ef_step must be a function of (grad, memory, k), "
+            "keeping nothing between calls (the workers' calls come in any order), and send the "
             "k largest |grad + memory| (Code 4.9)."
         )
-    gap = _gap(problem(seed), x)
-    with_memory, without = reference_gaps(seed)
-    threshold = math.sqrt(with_memory * without)  # geometric middle of the two behaviours
-    if gap <= threshold:
+    gap, (with_memory, without) = _gap(seed, x), reference_gaps(seed)
+    if gap <= math.sqrt(with_memory * without):  # the geometric middle of the two behaviours
         return 1.0, (
-            f"In {what}, f − f* = {gap:.2g}: error feedback converges where top-k without "
+            f"In {RUN}, f − f* = {gap:.2g}: error feedback converges where top-k without "
             "memory stalls (Theorem 4.8)."
         )
     state = "stalls like top-k without memory" if gap < 10 * without else "diverges"
     return 0.0, (
-        f"In {what}, f − f* = {gap:.2g}: the run {state}. Error feedback sends C(v) of "
-        "v = e + g and keeps e ← v − C(v): the coordinates that are never among the k "
-        "largest accumulate in the memory until they are sent (Theorem 4.8, Code 4.9)."
+        f"In {RUN}, f − f* = {gap:.2g}: the run {state}. Error feedback sends C(v) of v = e + g "
+        "and keeps e ← v − C(v): the coordinates that are never among the k largest accumulate "
+        "in the memory until they are sent (Theorem 4.8, Code 4.9)."
     )
 
 
 def grade(result: dict, seed: int, params: dict) -> list[Property]:
-    """Score the single calls against top_k(grad + memory) and the run against the reference."""
     r, cs = Result(result), cases(seed)
-    recs = r.records("calls", len(cs))
-    single = (_verdicts(i, c, rec) for i, (c, rec) in enumerate(zip(cs, recs, strict=True)))
+    recs = zip(cs, r.records("calls", len(cs)), strict=True)
+    single = [_verdicts(i, c, rec) for i, (c, rec) in enumerate(recs)]
     count, choice, memory = map(list, zip(*single, strict=True))
     train = converges(r.part("train"), seed)
     return [count_sent(count), largest_sent(choice), memory_kept(memory), train]

@@ -1,53 +1,32 @@
 """Checks of the local SGD code part (000 §4.3, local SGD and DiLoCo).
 
-``probe`` runs in the probe process, beside the student's: it calls the student's
-``local_sgd`` three times on a noisy quadratic with different data on each worker (H = 1,
-and two values of H > 1, one of which does not divide T), with gradient functions that log
-the point of every call and an ``average`` that logs when it is called and what it was
-given. ``grade`` runs in the trusted process: it redraws the problem and the gradient noise
-from the seed and replays local SGD.
-
-A round is judged on what it averaged, not only counted (issue 36): at round k the models
-given to ``average`` must be the workers' models after their step kH, each x − η g at the
-point x of that worker's gradient call kH and the gradient g served there, which ``grade``
-recomputes from the logged points and the seed.  Zeros, stale models, a subset of the
-workers or dummies with the right mean, with the true mean taken locally, are no round.
-
-The properties are separated on purpose: averaging with ``np.mean`` instead of ``average``
-costs only the rounds, averaging every step whatever H costs the rounds and the
-trajectory, and workers that share one array after averaging cost the restart (their
-round averages the one array they all hold: p copies of the last worker's model).
+A round is judged on what it averaged (issue 36): the workers' models after their step kH,
+recomputed from the logged gradient points and the seed.  Apart on purpose: np.mean instead of
+average costs only the rounds, averaging every step the rounds and the trajectory, and workers
+that share one array after averaging the restart (their round averages p copies of one model).
 """
 
-from __future__ import annotations
+import itertools
 
 import numpy as np
 
-from autograder.checklib import Property, Record, Result, Verdict, matrix, per_case, plain
-
-ISOLATED = True  # probe() runs in the probe process; the student's code, in theirs
+from autograder.checklib import Property, Result, Verdict, matrix, per_case, plain
 
 WORKERS, DIM, LR, NOISE = 4, 6, 0.1, 0.5
 RTOL, ATOL = 1e-5, 1e-7  # a float32 computation inside passes
-SAME_RTOL, SAME_ATOL = 1e-9, 1e-12  # copies of one average are equal
-ROUNDS = "⌊T/H⌋ rounds, each averaging the models after H local steps"
-MAX_CALLS = 400  # gradient calls logged per worker
-MAX_ROUNDS = 100  # the models given to average, logged per run (the runs have at most 34)
-
-# --- inputs: the same functions in the sandbox (probe) and the trusted process (grade) ----
+SAME = {"rtol": 1e-9, "atol": 1e-12}  # copies of one average are equal
+MAX_CALLS, MAX_ROUNDS = 400, 100  # gradient calls per worker, rounds per run, logged
 
 
 def problem(seed: int) -> dict:
-    """f_i(x) = ½ (x − c_i)ᵀ diag(a_i) (x − c_i): a different optimum c_i on each worker."""
+    """f_i(x) = ½ (x − c_i)ᵀ diag(a_i) (x − c_i), and the runs' (H, T): H = 1 (mini-batch SGD);
+    T not a multiple of H (a last segment without averaging); T a multiple of H."""
     rng = np.random.default_rng([seed, 40])
-    h_short = int(rng.integers(3, 6))
-    h_long = int(rng.integers(6, 9))
+    h_short, h_long = int(rng.integers(3, 6)), int(rng.integers(6, 9))
     return {
         "curv": rng.uniform(0.5, 2.0, (WORKERS, DIM)),
         "center": rng.normal(0.0, 1.0, (WORKERS, DIM)),
         "x0": rng.normal(0.0, 1.0, DIM),
-        # (H, T): mini-batch SGD; T not a multiple of H (a last segment without averaging);
-        # T a multiple of H (the run ends with an averaging)
         "runs": [
             (1, int(rng.integers(8, 13))),
             (h_short, h_short * int(rng.integers(4, 7)) + int(rng.integers(1, h_short))),
@@ -56,25 +35,24 @@ def problem(seed: int) -> dict:
     }
 
 
-def _noise(seed: int, run: int, worker: int) -> np.random.Generator:
+def _rng(seed: int, run: int, worker: int) -> np.random.Generator:
     """Worker ``worker``'s minibatch stream in run ``run``: one draw per gradient call."""
     return np.random.default_rng([seed, 41, run, worker])
 
 
-def _grad(prob: dict, i: int, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    return prob["curv"][i] * (x - prob["center"][i]) + NOISE * rng.standard_normal(DIM)
+def _grad(prob: dict, x: np.ndarray, noise: np.ndarray, i=slice(None)) -> np.ndarray:
+    """Worker i's stochastic gradient at x (every worker's, one row each, by default)."""
+    return prob["curv"][i] * (x - prob["center"][i]) + NOISE * noise
 
 
 class _Run:
-    """The gradient functions and the communication round of one run, with their logs."""
+    """One run's gradient functions and ``average``, logging the point of every gradient call
+    and, at each round, the workers' numbers of calls and the models given."""
 
     def __init__(self, prob: dict, seed: int, run: int):
-        self.prob = prob
-        self.rngs = [_noise(seed, run, i) for i in range(WORKERS)]
+        self.prob, self.rngs = prob, [_rng(seed, run, i) for i in range(WORKERS)]
         self.points = [[] for _ in range(WORKERS)]  # x of every gradient call, per worker
-        self.calls = [0] * WORKERS
-        self.rounds = []  # gradient calls of each worker when average was called
-        self.sent = []  # the models average was given, round by round
+        self.calls, self.rounds, self.sent = [0] * WORKERS, [], []
 
     def grad_fn(self, i: int):
         def grad(x):
@@ -84,7 +62,7 @@ class _Run:
             self.calls[i] += 1
             if len(self.points[i]) < MAX_CALLS:
                 self.points[i].append(plain(x))
-            return _grad(self.prob, i, x, self.rngs[i])
+            return _grad(self.prob, x, self.rngs[i].standard_normal(DIM), i)
 
         return grad
 
@@ -103,8 +81,7 @@ class _Run:
 
 def probe(student, seed: int, params: dict) -> dict:
     """Three runs of ``local_sgd`` with logging gradients and a logging ``average``."""
-    prob = problem(seed)
-    runs = []
+    prob, runs = problem(seed), []
     for r, (h, t) in enumerate(prob["runs"]):
         log = _Run(prob, seed, r)
         grads = [log.grad_fn(i) for i in range(WORKERS)]
@@ -114,28 +91,33 @@ def probe(student, seed: int, params: dict) -> dict:
     return {"runs": runs}
 
 
-# --- grade (trusted) ---------------------------------------------------------------------
-
-
 def reference(seed: int, run: int) -> np.ndarray:
     """The p models after local SGD with the run's (H, T), replayed from the seed."""
     prob = problem(seed)
     h, t = prob["runs"][run]
-    rngs = [_noise(seed, run, i) for i in range(WORKERS)]
+    noise = np.stack([_rng(seed, run, i).standard_normal((t, DIM)) for i in range(WORKERS)])
     xs = np.tile(prob["x0"], (WORKERS, 1))
     for step in range(1, t + 1):
-        xs = np.array([x - LR * _grad(prob, i, x, rngs[i]) for i, x in enumerate(xs)])
+        xs = xs - LR * _grad(prob, xs, noise[:, step - 1])
         if step % h == 0:
             xs[:] = xs.mean(axis=0)
     return xs
 
 
-def _matrix(x, shape: tuple[int, int]) -> np.ndarray | None:
+def _matrix(x) -> np.ndarray | None:
     m = matrix(x)
-    return m if m is not None and m.shape == shape and np.all(np.isfinite(m)) else None
+    return m if m is not None and m.shape == (WORKERS, DIM) and np.all(np.isfinite(m)) else None
 
 
-def _models(rec: Record) -> tuple[np.ndarray | None, str | None]:
+def _points(run: Result, k: int) -> np.ndarray | None:
+    """The workers' points at their gradient call k, one row each (None unless all finite)."""
+    p = run.get("points")
+    if not (isinstance(p, list) and len(p) == WORKERS and all(isinstance(q, list) for q in p)):
+        return None
+    return _matrix([q[k - 1] if k <= len(q) else None for q in p])
+
+
+def _models(rec) -> tuple[np.ndarray | None, str | None]:
     """The p models returned (None unless finite), and why the call returned none."""
     if not rec.ok:
         return None, rec.error
@@ -148,95 +130,59 @@ def _models(rec: Record) -> tuple[np.ndarray | None, str | None]:
     return (a if a is not None and np.all(np.isfinite(a)) else None), None
 
 
-def _stepped(seed: int, run: int, rec: Result, k: int) -> np.ndarray | None:
-    """The workers' models after their step k: x − η g at the point x of each worker's
-    gradient call k and the gradient g served there (the k-th draw of its noise)."""
-    prob, points = problem(seed), rec.get("points")
-    out = []
-    for i in range(WORKERS):
-        p = points[i] if isinstance(points, list) and len(points) == WORKERS else None
-        x = _matrix(p[k - 1 : k], (1, DIM)) if isinstance(p, list) else None
-        if x is None:
-            return None
-        noise = _noise(seed, run, i).standard_normal((k, DIM))[-1]
-        g = prob["curv"][i] * (x[0] - prob["center"][i]) + NOISE * noise
-        out.append(x[0] - LR * g)
-    return np.array(out)
-
-
-def _averaged_ok(seed: int, run: int, rec: Result, h: int) -> tuple[bool, str]:
-    """Each round was given the workers' models after their step kH, in any order; or,
-    where the workers step one shared array in turn (each gradient call at the model the
-    previous worker stepped to), p copies of that array."""
-    sent = rec.get("sent")
-    if not isinstance(sent, list):
-        return False, "no log of what average was given"
-    for k, models in enumerate(sent, start=1):
-        got, want = _matrix(models, (WORKERS, DIM)), _stepped(seed, run, rec, k * h)
-        if got is None or want is None:
-            return False, f"round {k}: no usable models or gradient calls"
-        same = np.isclose(got[:, None, :], want[None, :, :], rtol=RTOL, atol=ATOL).all(axis=2)
-        if any(len(m) == WORKERS for m in _matchings(same)):
-            continue
-        points = _matrix([p[k * h - 1] for p in rec.get("points")], (WORKERS, DIM))
-        chained = points is not None and np.allclose(points[1:], want[:-1], rtol=RTOL, atol=ATOL)
-        if chained and same[:, -1].all():
-            continue
-        return False, (
-            f"at round {k} average was not given the workers' models after their step {k * h} "
-            "(x − η·g at each worker's last gradient call)"
-        )
-    return True, ""
-
-
-def _matchings(same: np.ndarray) -> list[list[int]]:
-    """Every assignment of the given models to workers whose models they equal."""
-    out: list[list[int]] = [[]]
-    for row in same:
-        out = [m + [j] for m in out for j in np.flatnonzero(row) if j not in m]
-    return out
-
-
-def _rounds_ok(rec: Result, h: int, t: int, seed: int, run: int) -> tuple[bool, str]:
-    rounds = rec.get("rounds")
+def _rounds_ok(run: Result, h: int, t: int, seed: int, r: int) -> tuple[bool, str]:
+    """⌊T/H⌋ rounds, after the workers' steps H, 2H, …, each given the workers' models after
+    those steps, in any order; or, where the workers step one shared array in turn (each
+    gradient call at the model the previous worker stepped to), p copies of that array."""
+    rounds, sent = run.get("rounds"), run.get("sent")
     if not isinstance(rounds, list):
         return False, "no log of the rounds"
     expected = [[k * h] * WORKERS for k in range(1, t // h + 1)]
     if rounds == expected:
-        return _averaged_ok(seed, run, rec, h)
+        if not isinstance(sent, list):
+            return False, "no log of what average was given"
+        for k, models in enumerate(sent, start=1):
+            got, xs = _matrix(models), _points(run, k * h)
+            if got is None or xs is None:
+                return False, f"round {k}: no usable models or gradient calls"
+            noise = [_rng(seed, r, i).standard_normal((k * h, DIM))[-1] for i in range(WORKERS)]
+            want = xs - LR * _grad(problem(seed), xs, np.array(noise))  # after step kH
+            same = np.isclose(got[:, None], want[None], rtol=RTOL, atol=ATOL).all(axis=2)
+            if any(same[range(WORKERS), m].all() for m in itertools.permutations(range(WORKERS))):
+                continue  # the workers' models, in some order
+            chained = np.allclose(xs[1:], want[:-1], rtol=RTOL, atol=ATOL)
+            if not (chained and same[:, -1].all()):
+                return False, (
+                    f"at round {k} average was not given the workers' models after their step "
+                    f"{k * h} (x − η·g at each worker's last gradient call)"
+                )
+        return True, ""
     if not rounds:
         return False, "average was never called (averaging with np.mean is not communicating)"
     if len(rounds) != len(expected):
         return False, f"average was called {len(rounds)} times"
-    for r in rounds:
-        if not (isinstance(r, list) and r and type(r[0]) is int and r == r[:1] * WORKERS):
+    for x in rounds:
+        if not (isinstance(x, list) and x and type(x[0]) is int and x == x[:1] * WORKERS):
             return False, "the workers had not all taken the same number of steps at a round"
-        if r[0] % h:
-            return False, f"average was called after {r} local steps of the {WORKERS} workers"
+        if x[0] % h:
+            return False, f"average was called after {x} local steps of the {WORKERS} workers"
     return False, "average was called at the wrong steps"
 
 
-def _restarts_ok(rec: Result, models: np.ndarray | None, h: int, t: int) -> tuple[bool, str]:
+def _restarts_ok(run: Result, models: np.ndarray | None, h: int, t: int) -> tuple[bool, str]:
     """At each worker's call kH + 1, and at the end when H divides T, one common model."""
-    points = rec.get("points")
-    if not (isinstance(points, list) and len(points) == WORKERS):
+    if not (isinstance(run.get("points"), list) and len(run.get("points")) == WORKERS):
         return False, "no log of the gradient calls"
     for k in range(1, (t - 1) // h + 1):
-        xs = [
-            _matrix(p[k * h : k * h + 1], (1, DIM)) if isinstance(p, list) else None for p in points
-        ]
-        if any(x is None for x in xs):
+        xs = _points(run, k * h + 1)
+        if xs is None:
             return False, f"a worker made fewer than {k * h + 1} gradient calls"
-        if not all(np.allclose(x, xs[0], rtol=SAME_RTOL, atol=SAME_ATOL) for x in xs):
+        if not np.allclose(xs, xs[0], **SAME):
             return False, f"after step {k * h} the workers do not all continue from the same model"
-    if t % h == 0:
-        if models is None:
-            return False, "no returned models"
-        if not np.allclose(models, models[0], rtol=SAME_RTOL, atol=SAME_ATOL):
-            return (
-                False,
-                f"the run ends with an averaging (T = {t}), but the returned models differ",
-            )
+    if t % h == 0 and models is None:
+        return False, "no returned models"
+    if t % h == 0 and not np.allclose(models, models[0], **SAME):
+        return False, f"the run ends with an averaging (T = {t}), but the returned models differ"
     return True, ""
 
 
@@ -248,18 +194,14 @@ synchronous = per_case(
     " With H = 1, local SGD averages after every step, which is mini-batch SGD: x ← x − "
     "η·mean of the p gradients, each at the common model (§4.3).",
 )
-
-
 rounds = per_case(
-    ROUNDS,
+    "⌊T/H⌋ rounds, each averaging the models after H local steps",
     2.0,
     "average is called ⌊T/H⌋ times, after local steps H, 2H, … of every worker, on the "
     "workers' models.",
     " Local SGD communicates once after every H local steps (t mod H = 0), ⌊T/H⌋ times "
     "in all, through average, given the p models the workers have just reached (§4.3).",
 )
-
-
 restarts = per_case(
     "every worker restarts from the average",
     1.0,
@@ -267,8 +209,6 @@ restarts = per_case(
     " After a round every worker continues from its own copy of the average: "
     "[avg.copy() for _ in range(p)], not [avg] * p updated in place (§4.3).",
 )
-
-
 trajectory = per_case(
     "matches local SGD on a quadratic",
     2.0,
@@ -280,14 +220,14 @@ trajectory = per_case(
 
 def grade(result: dict, seed: int, params: dict) -> list[Property]:
     """Replay local SGD from the seed and compare the runs' logs and models."""
-    prob = problem(seed)
-    same, counted, restarted = [], [], []
-    runs = Result(result).parts("runs", 3)
-    for i, (run, (h, t)) in enumerate(zip(runs, prob["runs"], strict=True)):
+    prob, verdicts = problem(seed), []
+    for i, (run, (h, t)) in enumerate(
+        zip(Result(result).parts("runs", 3), prob["runs"], strict=True)
+    ):
         got, why = _models(run.record("models"))
         ok = got is not None and np.allclose(got, reference(seed, i), rtol=RTOL, atol=ATOL)
         why = why or ("no usable models" if got is None else "the models differ")
         checks = (ok, why), _rounds_ok(run, h, t, seed, i), _restarts_ok(run, got, h, t)
-        for verdicts, (ok, why) in zip((same, counted, restarted), checks, strict=True):
-            verdicts.append(Verdict(ok, f"run {i + 1} (H = {h}, T = {t}): {why}."))
+        verdicts.append([Verdict(ok, f"run {i + 1} (H = {h}, T = {t}): {y}.") for ok, y in checks])
+    same, counted, restarted = map(list, zip(*verdicts, strict=True))
     return [synchronous(same[:1]), rounds(counted), restarts(restarted), trajectory(same[1:])]

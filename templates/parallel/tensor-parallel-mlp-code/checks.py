@@ -1,402 +1,239 @@
 """Checks of the tensor-parallel MLP code part (000 §3.3, Shoeybi et al. 2019).
 
-``probe`` runs in the probe process, beside the student's: for t = 2, 4 and 8 it runs the
-student's ``tp_mlp_forward(x, w1, w2, rank, t, all_reduce)`` on t ranks, each a process
-forked from the student's that gets its own matrices only, with an all_reduce held here
-that logs every message and answers the sum of what the ranks passed in the same call,
-plus, when that sum has the output's shape (b, d), an offset of its own drawn here from
-the grading seed (:func:`offset`).  Each t runs a poisoned round, every rank's copy of W₁
-and W₂ filled with NaN outside its own columns and rows, then 2, 3 or 4 clean rounds, the
-real matrices in every copy except that some ranks' blocks are redrawn, in every copy
-(:func:`codes`, :func:`cases`).  The poisoned rounds come first, so that no rank holds
-clean blocks from an earlier round; the clean rounds follow in an order drawn from the
-seed (8 processes serve the twelve rounds).  ``grade`` runs in the trusted process: it
-redraws X, W₁, W₂, the redrawn blocks and the offsets, and recomputes GeLU(X W₁) W₂ in
-NumPy.
-
-The ranks are the student's processes, forked from the student's: they can reach each
-other outside the all_reduce (files in the working folder, /tmp or /dev/shm, memory or
-pipes shared from an earlier cell, a thread of the student's process, sockets), which
-nothing in the student's process can forbid; so the check is built for that to give
-nothing.  The value is what came through the all_reduce: in every clean round the
-messages of the last call sum to that round's GeLU(X W₁) W₂ and every rank returns the
-answer it was given, offset included (a result worked out another way lacks it).  The
-locality is judged on a rank's messages while the other ranks' blocks really change: a
-rank sends the same messages in every round where its own blocks are the same, and for
-any other rank two of those rounds hold different blocks of it, so a rank that reads
-another's blocks, from its arguments or through a side channel, sees them change.  What is
-left to a rank is its own blocks' messages plus a constant that the other ranks'
-constants cancel (a sum learnt once from another rank, say): it still does its own share.
-The poisoned round catches a rank that multiplies the other blocks by zero (NaN · 0 is
-NaN); not one that first makes them finite, from a side channel or by ``nan_to_num``,
-which computes what the honest rank computes (tests/autograder/test_forgeries_ranks_tp.py).
-
-The three properties are separated on purpose: the value (every rank ends with the MLP
-output, through the all-reduce), the communication (one all-reduce of a b × d tensor) and
-the locality (a rank's messages depend only on its own blocks), so that a wrong value
-costs only the first and a rank that reads other ranks' weights only the last.
+Value, communication and locality are separate: a wrong value costs only the first, a rank
+that reads other ranks' blocks only the last. Ranks may talk outside all_reduce, so a rank's
+messages must repeat in rounds that redraw the others' blocks, and all_reduce adds a seeded
+offset; NaN blocks catch NaN · 0, not nan_to_num first (test_forgeries_ranks_tp.py).
 """
-
-from __future__ import annotations
 
 import itertools
 import math
-from typing import NamedTuple
 
 import numpy as np
 
-from autograder.checklib import Property, Record, Result, check, close, share
+from autograder.checklib import Record, Result, Verdict, check, close, notes, per_case, share
 
-ISOLATED = True  # probe() runs in the probe process; tp_mlp_forward, in the student's
 DEGREES = (2, 4, 8)
-RTOL, ATOL = 1e-6, 1e-9
 WAIT_S = 20.0  # all the rounds together (honest ranks take 0.1 s; slack for a loaded machine)
 MAX_VALUES = 4096  # values of one message returned to the grader
 
-# --- inputs: the same functions in the sandbox (probe) and the trusted process (grade) ---
 
-
-def shard(h: int, t: int, rank: int) -> slice:
-    """The hidden units of rank r: the r-th of t contiguous chunks (tensor.chunk(t))."""
-    return slice(rank * h // t, (rank + 1) * h // t)
-
-
-def codes(t: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
-    """Which version of its blocks rank r holds in each clean round: ``codes[r][s]`` is 0
-    for the real blocks (those of the poisoned round), 1 for blocks redrawn once for the
-    rank.  A rank must send the same messages in every round where its blocks are the
-    same, so its messages are compared across the rounds its code puts together; the
-    codes are distinct and none constant, so that for any two ranks i ≠ j two such rounds
-    of i hold different blocks of j (i is judged against every other block), and every
-    rank holds its real blocks in some clean round (its poisoned round is judged).  The
-    fewest rounds with t such codes (2^n − 2 ≥ t): 2 for t = 2, 3 for t = 4, 4 for t = 8;
-    which code goes to which rank is drawn from the seed."""
-    n = next(n for n in range(2, t + 2) if 2**n - 2 >= t)
-    every = list(itertools.product((0, 1), repeat=n))[1:-1]  # not all 0, not all 1
-    return [every[int(j)] for j in rng.permutation(len(every))[:t]]
+def swapped(w1, w2, new1, new2, ranks: list[int], t: int) -> tuple[np.ndarray, np.ndarray]:
+    """W₁, W₂ with the blocks of ``ranks`` (contiguous, as tensor.chunk(t)) from new1, new2."""
+    w1, w2, h = w1.copy(), w2.copy(), w1.shape[1]
+    for r in ranks:
+        own = slice(r * h // t, (r + 1) * h // t)
+        w1[:, own], w2[own, :] = new1[:, own], new2[own, :]
+    return w1, w2
 
 
 def cases(seed: int) -> list[dict]:
-    """X (b × d), W₁ (d × 4d), W₂ (4d × d) for each degree t, and its clean rounds: in
-    round s, the blocks of the ranks ``moved`` (those whose code, :func:`codes`, says 1)
-    are their redrawn ones, in every rank's W₁ and W₂."""
-    rng = np.random.default_rng([seed, 50])
+    """X, W₁, W₂ per degree t, each rank's code and (W₁, W₂) of each clean round."""
+    rng, more = np.random.default_rng([seed, 50]), np.random.default_rng([seed, 52])
     out = []
     for t in DEGREES:
         b, d = int(rng.integers(3, 6)), int(rng.choice([8, 16]))
-        out.append(
-            {
-                "t": t,
-                "x": rng.standard_normal((b, d)),
-                "w1": rng.standard_normal((d, 4 * d)) / math.sqrt(d),
-                "w2": rng.standard_normal((4 * d, d)) / math.sqrt(4 * d),
-            }
-        )
-    more = np.random.default_rng([seed, 52])
-    for c in out:
-        t, (d, h) = c["t"], c["w1"].shape
-        c["codes"] = codes(t, more)
-        new1 = more.standard_normal((d, h)) / math.sqrt(d)  # every rank's redrawn blocks
-        new2 = more.standard_normal((h, d)) / math.sqrt(h)
-        c["clean"] = []
-        for s in range(len(c["codes"][0])):
-            moved = [r for r in range(t) if c["codes"][r][s]]
-            w1, w2 = c["w1"].copy(), c["w2"].copy()
-            for r in moved:
-                own = shard(h, t, r)
-                w1[:, own], w2[own, :] = new1[:, own], new2[own, :]
-            c["clean"].append({"moved": moved, "w1": w1, "w2": w2})
+        x, w1 = rng.standard_normal((b, d)), rng.standard_normal((d, 4 * d)) / math.sqrt(d)
+        w2 = rng.standard_normal((4 * d, d)) / math.sqrt(4 * d)
+        # codes[r][s]: rank r's blocks redrawn (1) in clean round s, or not; codes distinct
+        # and none constant, so two rounds that keep r's blocks differ in any other rank's
+        n = next(n for n in range(2, t + 2) if 2**n - 2 >= t)  # the fewest rounds
+        every = list(itertools.product((0, 1), repeat=n))[1:-1]
+        codes = [every[int(j)] for j in more.permutation(len(every))[:t]]
+        new1 = more.standard_normal((d, 4 * d)) / math.sqrt(d)  # every rank's redrawn blocks
+        new2 = more.standard_normal((4 * d, d)) / math.sqrt(4 * d)
+        moved = [[r for r in range(t) if codes[r][s]] for s in range(n)]
+        clean = [swapped(w1, w2, new1, new2, m, t) for m in moved]
+        out.append({"t": t, "x": x, "w1": w1, "w2": w2, "codes": codes, "clean": clean})
     return out
 
 
 def schedule(cs: list[dict], seed: int) -> list[tuple[int, int]]:
-    """The rounds in the order they run, as (case, k): k = -1 the poisoned round of the
-    case, k >= 0 its k-th clean round.  Every poisoned round first, then the clean rounds
-    in an order drawn from the seed."""
+    """The rounds as (case, k), k = -1 poisoned: those first, then the clean ones shuffled."""
     clean = [(i, k) for i, c in enumerate(cs) for k in range(len(c["clean"]))]
     order = np.random.default_rng([seed, 53]).permutation(len(clean))
-    return [(i, -1) for i in range(len(DEGREES))] + [clean[int(j)] for j in order]
+    return [(i, -1) for i in range(len(cs))] + [clean[int(j)] for j in order]
 
 
 def offset(seed: int, rnd: int, step: int, shape: tuple) -> np.ndarray:
-    """What the all_reduce adds to the sum of the ``step``-th call of round ``rnd`` when that
-    sum has the output's shape (b, d): drawn here and in the grader, never in the student's
-    processes, so that only a result that came through the all_reduce carries it."""
+    """What all_reduce adds to a (b, d) sum: drawn where the student's processes cannot."""
     return np.random.default_rng([seed, 51, rnd, step]).standard_normal(shape)
 
 
-def poisoned(case: dict, rank: int) -> tuple[np.ndarray, np.ndarray]:
-    """W₁ and W₂ as rank r holds them: NaN outside its columns of W₁ and rows of W₂."""
-    own = shard(case["w1"].shape[1], case["t"], rank)
-    w1, w2 = np.full_like(case["w1"], np.nan), np.full_like(case["w2"], np.nan)
-    w1[:, own], w2[own, :] = case["w1"][:, own], case["w2"][own, :]
-    return w1, w2
-
-
-def _all_reduce(student, t: int, messages: list[list], mark):
-    """The t ranks' all_reduce, held in this process: rank r's k-th call waits for the
-    k-th call of every rank, then each gets their sum, plus ``mark(k, shape)``.  Every
-    message is logged here."""
+def _all_reduce(student, seed: int, rnd: int, shape: tuple, messages: list[list]) -> list:
+    """Round ``rnd``'s all_reduce per rank: call k logs the message, waits for every rank's
+    k-th and answers their sum, plus the offset when it has the output's shape (b, d)."""
     import torch
 
-    from_ranks: dict[int, list] = {}  # step -> the tensor each rank passed
-    totals: dict[int, object] = {}  # step -> the answer, worked out once for every rank
+    t, sent, totals = len(messages), {}, {}  # per step: each rank's tensor; the answer, once
 
-    def all_reduce_for(rank: int):
+    def for_rank(rank: int):
         def all_reduce(tensor):
             step = len(messages[rank])
             messages[rank].append(Record.of(tensor, keep=MAX_VALUES))
-            parts = from_ranks.setdefault(step, [None] * t)
+            parts = sent.setdefault(step, [None] * t)
             parts[rank] = torch.as_tensor(tensor).detach().to(torch.float64)
+            call = f"all_reduce call {step + 1}"
 
             def total():
                 if len({tuple(p.shape) for p in parts}) != 1:
-                    raise RuntimeError(
-                        f"all_reduce call {step + 1}: the ranks sent different shapes"
-                    )
+                    raise RuntimeError(f"{call}: the ranks sent different shapes")
                 if step not in totals:
-                    totals[step] = mark(step, sum(parts[1:], parts[0].clone()))
+                    s = sum(parts[1:], parts[0].clone())
+                    off = torch.from_numpy(offset(seed, rnd, step, shape))
+                    totals[step] = s + off if tuple(s.shape) == shape else s
                 return totals[step]
 
             def stuck() -> str:
                 missing = [r for r in range(t) if parts[r] is None]
-                return f"all_reduce call {step + 1}: ranks {missing} never made that call"
+                return f"{call}: ranks {missing} never made that call"
 
             return student.later(lambda: all(p is not None for p in parts), total, stuck)
 
         return all_reduce
 
-    return all_reduce_for
+    return [for_rank(rank) for rank in range(t)]
 
 
 def probe(student, seed: int, params: dict) -> dict:
-    """Run ``tp_mlp_forward`` on t ranks in every round of :func:`schedule`, in one set of
-    processes of the student's (as many as the largest t; ranks 0 … t − 1 serve each
-    round), each round with an all_reduce of its own.  Per round and rank: the error, the
-    result and the messages it sent."""
+    """Every round of :func:`schedule` on ranks 0 … t − 1 of one set of the student's
+    processes; in a poisoned round, W₁ and W₂ are NaN outside the rank's own blocks."""
     import torch
 
-    cs = cases(seed)
-    rounds, logs = [], []
+    cs, rounds, logs = cases(seed), [], []
     for rnd, (i, k) in enumerate(schedule(cs, seed)):
         c, t = cs[i], cs[i]["t"]
-        shape = tuple(c["x"].shape)
-
-        def mark(step, total, rnd=rnd, shape=shape):
-            if tuple(total.shape) != shape:
-                return total
-            return total + torch.from_numpy(offset(seed, rnd, step, shape))
-
-        messages: list[list] = [[] for _ in range(t)]
-        all_reduce_for = _all_reduce(student, t, messages, mark)
-        x = torch.from_numpy(c["x"])
-        if k >= 0:
-            w1, w2 = (torch.from_numpy(c["clean"][k][w]) for w in ("w1", "w2"))
-        calls = []
-        for rank in range(t):
-            if k < 0:
-                w1, w2 = (torch.from_numpy(w) for w in poisoned(c, rank))
-            calls.append((x, w1, w2, rank, t, all_reduce_for(rank)))
-        rounds.append(calls)
-        logs.append(messages)
+        logs.append([[] for _ in range(t)])
+        reduce = _all_reduce(student, seed, rnd, c["x"].shape, logs[-1])
+        x, nan = torch.from_numpy(c["x"]), [np.full_like(c[w], np.nan) for w in ("w1", "w2")]
+        poisoned = [swapped(*nan, c["w1"], c["w2"], [r], t) for r in range(t)]
+        held = [c["clean"][k]] * t if k >= 0 else poisoned
+        rounds.append([(x, *map(torch.from_numpy, w), r, t, reduce[r]) for r, w in enumerate(held)])
     out = []
-    for outs, messages in zip(student.rounds(rounds, seconds=WAIT_S), logs, strict=True):
-        results = [Record.of(got, keep=MAX_VALUES) for got in outs]
-        ranks = [{"result": x, "messages": m} for x, m in zip(results, messages, strict=False)]
+    for outs, sent in zip(student.rounds(rounds, seconds=WAIT_S), logs, strict=True):
+        recs = [Record.of(y, keep=MAX_VALUES) for y in outs]
+        ranks = [{"result": y, "messages": m} for y, m in zip(recs, sent, strict=False)]
         out.append({"ranks": ranks})
     return {"rounds": out}
 
 
-# --- grade (trusted) ---------------------------------------------------------------------
-
-
-def gelu(z: np.ndarray) -> np.ndarray:
-    """GeLU(z) = z Φ(z), the exact form (torch.nn.functional.gelu's default)."""
-    return 0.5 * z * (1 + np.vectorize(math.erf)(z / math.sqrt(2)))
-
-
 def mlp(x: np.ndarray, w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
-    return gelu(x @ w1) @ w2
+    """GeLU(X W₁) W₂, GeLU's exact form z Φ(z) (torch.nn.functional.gelu's default)."""
+    z = x @ w1
+    return 0.5 * z * (1 + np.vectorize(math.erf)(z / math.sqrt(2))) @ w2
 
 
 def _error(rank: Result) -> str | None:
-    """What a rank raised (or that there is no result of it): what it returned otherwise,
-    numbers or not, is judged by the properties."""
     rec = rank.record("result")
     return rec.error if rec.raised or rec.missing else None
 
 
-def _errors(ranks: list[Result]) -> list[str]:
-    return [f"rank {i}: {_error(x)}" for i, x in enumerate(ranks) if _error(x)]
-
-
-def _value(ranks: list[Result], exp: np.ndarray, seed: int, rnd: int) -> list[str]:
-    """What is wrong with a clean round's value, if anything: the messages of the ranks'
-    last all_reduce must sum to ``exp``, and every rank return the answer that call gave
-    it (the sum plus the round's offset)."""
-    t, shape = len(ranks), exp.shape
-    steps = [len(x.records("messages")) - 1 for x in ranks]
+def _wrong(ranks: list[Result], exp: np.ndarray, seed: int, rnd: int) -> list[str]:
+    """What is wrong with a clean round: its last all_reduce's messages must sum to ``exp``,
+    and every rank return that call's answer (the sum plus the round's offset)."""
+    steps = {len(x.records("messages")) - 1 for x in ranks}
     if min(steps) < 0:
         return ["a rank never calls all_reduce, whose answer it should return"]
-    if len(set(steps)) != 1:
+    if len(steps) != 1:
         return ["the ranks make different numbers of all_reduce calls"]
-    total = np.zeros(shape)
-    for x in ranks:
-        m = x.records("messages")[steps[0]].array()
-        if m is None or m.shape != shape:
-            return ["the ranks do not pass all_reduce their (b, d) partial outputs"]
-        total = total + m
-    notes = []
-    if not close(total, exp, RTOL, ATOL):
-        notes.append("the partial outputs passed to all_reduce do not sum to GeLU(X W₁) W₂")
-    answer = total + offset(seed, rnd, steps[0], shape)
-    wrong = [i for i, x in enumerate(ranks) if not close(x.record("result").array(), answer, RTOL)]
+    step = steps.pop()
+    sent = [x.records("messages")[step].array() for x in ranks]
+    if any(m is None or m.shape != exp.shape for m in sent):
+        return ["the ranks do not pass all_reduce their (b, d) partial outputs"]
+    total, out = sum(sent, np.zeros(exp.shape)), []
+    if not close(total, exp):
+        out.append("the partial outputs passed to all_reduce do not sum to GeLU(X W₁) W₂")
+    answer = total + offset(seed, rnd, step, exp.shape)
+    wrong = [i for i, x in enumerate(ranks) if not close(x.record("result").array(), answer)]
     if wrong:
-        who = "no rank returns" if len(wrong) == t else f"ranks {wrong} do not return"
-        notes.append(f"{who} what all_reduce gave back")
-    return notes
+        who = "no rank returns" if len(wrong) == len(ranks) else f"ranks {wrong} do not return"
+        out.append(f"{who} what all_reduce gave back")
+    return out
 
 
-def _local(reference: Result, clean: Result) -> bool:
-    """Whether a rank sent in a clean round exactly what it sent in an earlier round where
-    it held the same blocks (its poisoned round or a clean one): some message, as many,
-    each the same."""
+def _same(reference: Result, clean: Result) -> bool:
+    """A rank sent in a clean round what it sent in a round where it held the same blocks."""
     mine, theirs = clean.records("messages"), reference.records("messages")
     if _error(reference) or not mine or len(mine) != len(theirs):
         return False
     return all(
-        x.array() is not None and close(y.array(), x.array(), RTOL, ATOL)
+        x.array() is not None and close(y.array(), x.array())
         for x, y in zip(mine, theirs, strict=True)
     )
 
 
-class _Runs(NamedTuple):
-    """The probe's rounds per case of :func:`cases`: ``nan[i]``, the ranks of its poisoned
-    round; ``clean[i][k]``, (round number, ranks) of its k-th clean round."""
-
-    cs: list
-    nan: dict
-    clean: dict
-    seed: int
-
-    @classmethod
-    def read(cls, r: Result, seed: int) -> _Runs:
-        cs = cases(seed)
-        plan = schedule(cs, seed)
-        nan, clean = {}, {i: [None] * len(c["clean"]) for i, c in enumerate(cs)}
-        for rnd, ((i, k), run) in enumerate(zip(plan, r.parts("rounds", len(plan)), strict=True)):
-            ranks = run.parts("ranks", cs[i]["t"])
-            if k < 0:
-                nan[i] = ranks
-            else:
-                clean[i][k] = (rnd, ranks)
-        return cls(cs, nan, clean, seed)
-
-    def errors(self, i: int) -> list[str]:
-        """The errors of case i's clean rounds."""
-        return [e for _, ranks in self.clean[i] for e in _errors(ranks)]
-
-
-@check("every rank ends with GeLU(XW₁)W₂", 2.0)
-def value(runs: _Runs):
-    """Every rank returns what its all_reduce gave, and the messages sum to the MLP."""
-    oks, whys = [], []
-    for i, c in enumerate(runs.cs):
-        errors, notes = runs.errors(i), []
-        for k, (rnd, ranks) in enumerate(runs.clean[i]):
-            w = c["clean"][k]
-            exp = mlp(c["x"], w["w1"], w["w2"])
-            notes += [n for n in _value(ranks, exp, runs.seed, rnd) if n not in notes]
-        oks.append(not notes and not errors)
-        if errors:
-            whys.append(f"t = {c['t']}: {errors[0]}.")
-        elif notes:
-            whys.append(f"t = {c['t']}: {'; '.join(notes)}.")
-    if all(oks):
-        return (
-            1.0,
-            "For t = 2, 4 and 8 every rank ends with GeLU(X W₁) W₂, as all_reduce gave it back.",
-        )
-    return share(oks), " ".join(whys) + (
-        " Rank r computes GeLU(X A_r) B_r, of shape (b, d), with "
-        "A_r = w1.chunk(t, dim=1)[r] and B_r = w2.chunk(t, dim=0)[r], and returns what "
-        "all_reduce gives back, unchanged: the sum of the t partial outputs (the grader's "
-        "all_reduce adds an offset of its own to that sum, so only a result that came "
-        "through it counts). GeLU is not additive, which is why W₁ is split by columns and "
-        "not by rows (§3.3)."
-    )
+def _judged(c: dict, nan: list[Result], clean: list[tuple], seed: int) -> list[Verdict]:
+    """One case's verdicts: the value, the one all-reduce, the locality."""
+    t, ranks = f"t = {c['t']}", [(j, x) for _, xs in clean for j, x in enumerate(xs)]
+    errors = [f"rank {j}: {_error(x)}" for j, x in ranks if _error(x)]
+    rounds = zip(clean, c["clean"], strict=True)
+    wrong = [n for (rnd, xs), w in rounds for n in _wrong(xs, mlp(c["x"], *w), seed, rnd)]
+    why = errors[:1] or list(dict.fromkeys(wrong))
+    verdicts = [Verdict(not why, f"{t}: {'; '.join(why)}."), Verdict(True)]
+    for j, s in [(j, [m.shape for m in x.records("messages")]) for j, x in ranks]:
+        if s != [c["x"].shape]:
+            seen = ", ".join("?" if x is None else str(x) for x in s)
+            calls = (
+                f"calls all_reduce {len(s)} times, with {seen}" if s else "never calls all_reduce"
+            )
+            verdicts[1] = Verdict(False, f"{t}: rank {j} {calls}.")
+            break
+    if errors:
+        return [*verdicts, Verdict(False, f"{t} (cannot tell: a clean round fails, {errors[0]})")]
+    leaks = []
+    for rank, code in enumerate(c["codes"]):
+        same = ([nan[rank]], [])  # the rounds where it holds its real blocks; its redrawn ones
+        for (_, xs), v in zip(clean, code, strict=True):
+            same[v].append(xs[rank])
+        if not all(_same(group[0], x) for group in same for x in group[1:]):
+            leaks.append(rank)
+    who = "every rank" if len(leaks) == c["t"] else f"ranks {leaks}"
+    return [*verdicts, Verdict(not leaks, f"{t}: {who}")]
 
 
-@check("one all-reduce of the b × d partial outputs", 1.0)
-def comm(runs: _Runs):
-    """One all-reduce of a (b, d) tensor per rank, in every clean round."""
-    oks, whys = [], []
-    for i, c in enumerate(runs.cs):
-        bad = []
-        for _, ranks in runs.clean[i]:
-            for j, x in enumerate(ranks):
-                shapes = [m.shape for m in x.records("messages")]
-                if shapes != [c["x"].shape]:
-                    bad.append((j, shapes))
-        oks.append(not bad)
-        if bad:
-            j, shapes = bad[0]
-            if not shapes:
-                whys.append(f"t = {c['t']}: rank {j} never calls all_reduce.")
-            else:
-                listed = ", ".join("?" if s is None else str(s) for s in shapes)
-                whys.append(
-                    f"t = {c['t']}: rank {j} calls all_reduce {len(shapes)} times, with {listed}."
-                )
-    if all(oks):
-        return 1.0, "Each rank makes exactly one all-reduce, of its (b, d) partial output."
-    return share(oks), " ".join(whys) + (
-        " The column split of W₁ lets every rank apply GeLU to "
-        "its own slice of the hidden layer, so nothing is exchanged between the two matrix "
-        "products: one all-reduce of the (b, d) partial outputs per forward pass (§3.3)."
-    )
+value = per_case(
+    "every rank ends with GeLU(XW₁)W₂",
+    2.0,
+    "For t = 2, 4 and 8 every rank ends with GeLU(X W₁) W₂, as all_reduce gave it back.",
+    " Rank r computes GeLU(X A_r) B_r, of shape (b, d), with A_r = w1.chunk(t, dim=1)[r] and "
+    "B_r = w2.chunk(t, dim=0)[r], and returns what all_reduce gives back, unchanged: the sum of "
+    "the t partial outputs (the grader's all_reduce adds an offset of its own to that sum, so "
+    "only a result that came through it counts). GeLU is not additive, which is why W₁ is "
+    "split by columns and not by rows (§3.3).",
+)
+comm = per_case(
+    "one all-reduce of the b × d partial outputs",
+    1.0,
+    "Each rank makes exactly one all-reduce, of its (b, d) partial output.",
+    " The column split of W₁ lets every rank apply GeLU to its own slice of the hidden layer, "
+    "so nothing is exchanged between the two matrix products: one all-reduce of the (b, d) "
+    "partial outputs per forward pass (§3.3).",
+)
 
 
 @check("rank r uses only its shards of W₁ and W₂", 2.0)
-def local(runs: _Runs):
-    """A rank's messages depend only on its own blocks: the same in every round where its
-    blocks are the same (its poisoned round and the clean rounds that keep its real
-    blocks; the clean rounds that give it its redrawn blocks)."""
-    oks, whys = [], []
-    for i, c in enumerate(runs.cs):
-        errors = runs.errors(i)
-        if errors:
-            oks.append(False)
-            whys.append(f"t = {c['t']} (cannot tell: a clean round fails, {errors[0]})")
-            continue
-        leaks = []
-        for rank, code in enumerate(c["codes"]):
-            clean = runs.clean[i]
-            real = [runs.nan[i][rank]] + [clean[k][1][rank] for k, v in enumerate(code) if not v]
-            redrawn = [clean[k][1][rank] for k, v in enumerate(code) if v]
-            if not all(_local(same[0], x) for same in (real, redrawn) for x in same[1:]):
-                leaks.append(rank)
-        oks.append(not leaks)
-        if leaks:
-            who = "every rank" if len(leaks) == c["t"] else f"ranks {leaks}"
-            whys.append(f"t = {c['t']}: {who}")
-    if all(oks):
+def local(verdicts: list[Verdict]):
+    if all(verdicts):
         return 1.0, (
             "With the other ranks' columns of W₁ and rows of W₂ set to NaN in its copy, or "
             "redrawn in every rank's, every rank sends exactly what it sent before."
         )
-    return share(oks), (
-        "Set the other ranks' columns of W₁ and rows of W₂ to NaN in a rank's copy, or "
-        "redraw them in every rank's, and its messages to all_reduce change (or it sends "
-        f"none), for {'; '.join(whys)}. A rank may only read A_r = "
-        "w1.chunk(t, dim=1)[r] and B_r = w2.chunk(t, dim=0)[r], the r-th contiguous blocks, "
-        "1/t of each matrix (multiplying the other blocks by zero reads them too), and "
-        "reaches the other ranks only through all_reduce: blocks read from the other ranks "
-        "in any other way change when they are redrawn."
+    return share(verdicts), (
+        "Set the other ranks' columns of W₁ and rows of W₂ to NaN in a rank's copy, or redraw "
+        "them in every rank's, and its messages to all_reduce change (or it sends none), for "
+        f"{notes(verdicts, sep='; ')}. A rank may only read A_r = w1.chunk(t, dim=1)[r] and "
+        "B_r = w2.chunk(t, dim=0)[r], the r-th contiguous blocks, 1/t of each matrix "
+        "(multiplying the other blocks by zero reads them too), and reaches the other ranks "
+        "only through all_reduce: blocks read from the other ranks in any other way change "
+        "when they are redrawn."
     )
 
 
-def grade(result: dict, seed: int, params: dict) -> list[Property]:
-    """Score the value, the all-reduce and the locality of every rank, for t = 2, 4, 8."""
-    runs = _Runs.read(Result(result), seed)
-    return [value(runs), comm(runs), local(runs)]
+def grade(result: dict, seed: int, params: dict) -> list:
+    cs = cases(seed)
+    plan = schedule(cs, seed)
+    got = Result(result).parts("rounds", len(plan))
+    at = {p: (rnd, got[rnd].parts("ranks", cs[p[0]]["t"])) for rnd, p in enumerate(plan)}
+    runs = [(c, at[i, -1][1], [at[i, k] for k in range(len(c["clean"]))]) for i, c in enumerate(cs)]
+    verdicts = [_judged(*run, seed) for run in runs]
+    return [p([v[n] for v in verdicts]) for n, p in enumerate((value, comm, local))]

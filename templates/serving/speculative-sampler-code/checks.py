@@ -1,36 +1,12 @@
 """Checks of the speculative sampler code part (000 §6.4, Theorem 6.11, Exercise 12).
 
-``probe`` runs in the probe process, beside the student's.  It draws N_DRAWS draft tokens
-x ~ q itself, from a generator of its own seeded from the grading seed and never handed
-over, and calls the student's ``speculative_step(p, q, x, rng)`` once per draft, in
-batches, with a generator ``rng`` for the step's own random numbers (the accept test and
-the residual draw; its state tells nothing of the drafts to come).  It records each step
-as one character: the token, and whether the draft was kept.  ``grade`` runs in the
-trusted process: it redraws p, q and the drafts from the seed and judges each step GIVEN
-ITS DRAFT, as Theorem 6.11's proof does: a kept draft is the token returned (exactly); the
-drafts of each token x are kept at the rate min(1, p(x)/q(x)) (a binomial test per x, and
-never a rejection where p(x) ≥ q(x)); after a rejection the token follows (p − q)₊
-normalised (a chi-square test, and never a token where p ≤ q); then the output tokens
-follow p.
-
-Output marginals alone can be forged: the joint law of (token, accepted) can be sampled
-without drafting or verifying anything (Bernoulli(α), then min(p, q)/α or the residual),
-and counts can be dealt in turn or by low-discrepancy numbers so that every marginal comes
-out right.  So the drafts are the probe's, the acceptance is judged per draft, and the
-decisions and residual tokens are tested for independence too: pairs of consecutive
-decisions (on the same drafted token, and on consecutive calls, per pair of drafted
-tokens), pairs of consecutive residual tokens, and the spread of their counts in blocks of
-consecutive draws (dealt counts are too even to be random).  The output's law is judged
-only once the step keeps its draft, at the right rate, and samples the residual: it is the
-theorem's conclusion, not a law to aim at.  (A batch's drafts reach the student's process
-together; knowing the next ones tells a step nothing about how to decide on its own.)
-
-Each property holds a correct sampler to a false-fail rate of at most FALSE_FAIL at the
-fixed grading seed (its tests share it equally), so the same submission gets the same grade.
+Each step is judged GIVEN ITS DRAFT, drawn by the probe from a stream no argument reveals:
+output marginals alone can be forged (the joint law of (token, kept) sampled without drafting,
+counts dealt in turn), so decisions and residual tokens are tested for independence and too
+even a spread as well, and the output's law (the theorem's conclusion) once its premises hold.
 """
 
-from __future__ import annotations
-
+import itertools
 import math
 import operator
 import re
@@ -41,16 +17,13 @@ import numpy as np
 from autograder.checklib import FALSE_FAIL, Property, Result, check, chi2_sf, chi2_test
 
 N_DRAWS = 15_000  # steps, one per draft: about 0.5 s for a plain NumPy implementation
-# FALSE_FAIL (1e-4) is per property here: a correct sampler fails a property this rarely
 SLOW_SECONDS = 25.0  # a sampler slower than this for N_DRAWS steps is stopped
 BATCH = 1000  # steps per round trip to the student's process
-ISOLATED = True  # probe() runs in the probe process; the sampler, in the student's
 REJECTED = "abcdefgh"  # a step's record: "0"…"7" a kept draft, "a"…"h" a residual token
 INVALID = "?"  # a call that did not return (token, accepted)
+_STEPS = re.compile(rf"[0-7{REJECTED}{re.escape(INVALID)}]*")
 BLOCK_COUNT = 10  # dispersion tests: the rarest outcome expected this often per block
 MIN_BLOCK = 20  # and at least this many draws per block
-
-# --- inputs: the same functions in the sandbox (probe) and the trusted process (grade) ----
 
 
 def dists(seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -66,185 +39,117 @@ def dists(seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def drafts(seed: int, q: np.ndarray) -> np.ndarray:
-    """The probe's N_DRAWS draft tokens x ~ q, from a stream of the grading seed that no
-    argument of the student's reveals."""
+    """The N_DRAWS drafts x ~ q, from a stream no argument of the student's reveals."""
     return np.random.default_rng([seed, 22]).choice(len(q), size=N_DRAWS, p=q)
 
 
-def _parse(res, v: int) -> tuple[int, bool] | str:
-    """(token, accepted) from what the student returned, or why it is not that."""
+def _step(res, v: int) -> tuple[str, str | None]:
+    """A step's record from what the student returned, or INVALID and why it is not that."""
     if not isinstance(res, tuple | list) or len(res) != 2:
-        return f"returned {type(res).__name__}, not a (token, accepted) pair"
+        return INVALID, f"returned {type(res).__name__}, not a (token, accepted) pair"
     token, accepted = res
     if isinstance(token, bool | np.bool_):
-        return "the token is a bool"
+        return INVALID, "the token is a bool"
     try:
         token = operator.index(token)
     except TypeError:
-        return f"the token is a {type(token).__name__}, not an int"
+        return INVALID, f"the token is a {type(token).__name__}, not an int"
     if not 0 <= token < v:
-        return f"token {token} outside the vocabulary 0..{v - 1}"
+        return INVALID, f"token {token} outside the vocabulary 0..{v - 1}"
     if not isinstance(accepted, bool | np.bool_):
-        return f"accepted is a {type(accepted).__name__}, not a bool"
-    return token, bool(accepted)
+        return INVALID, f"accepted is a {type(accepted).__name__}, not a bool"
+    return (str(token) if accepted else REJECTED[token]), None
 
 
 def probe(student, seed: int, params: dict) -> dict:
-    """Call ``speculative_step`` on each of the probe's drafts; return the steps (plain data).
-
-    Each call gets its own copies of p and q (a step that changes them in place changes
-    nothing for the next) and its draft; the generator is kept in the student's process
-    (``hold``) and passed to every call by reference.
-    """
+    """Call ``speculative_step`` on each draft, with its own copies of p and q and the
+    generator kept in the student's process (``hold``); return the steps as plain data."""
     p, q = dists(seed)
-    v = len(p)
     xs = drafts(seed, q)
     stream = int(np.random.default_rng([seed, 21]).integers(2**62))
-    out = {"vocab": v, "steps": "", "invalid": 0, "invalid_example": None, "error": None}
-    steps: list[str] = []
-    start = time.monotonic()
+    steps, example, error, start = [], None, None, time.monotonic()
     try:
         student.seed(stream)  # reproducible even if the sampler uses the global generators
         rng = student.hold(np.random.default_rng(stream))  # the step's own random numbers
-        while len(steps) < N_DRAWS and out["error"] is None:
+        while len(steps) < N_DRAWS and error is None:
             batch = xs[len(steps) : len(steps) + BATCH]
             answers = student.map([(p, q, int(x), rng) for x in batch], seconds=SLOW_SECONDS)
             for answer in answers:
                 if isinstance(answer, BaseException):
-                    out["error"] = f"{type(answer).__name__}: {answer}"[:300]
+                    error = f"{type(answer).__name__}: {answer}"[:300]
                     break
-                res = _parse(answer, v)
-                if isinstance(res, str):
-                    out["invalid"] += 1
-                    out["invalid_example"] = out["invalid_example"] or res
-                    steps.append(INVALID)
-                else:
-                    steps.append(str(res[0]) if res[1] else REJECTED[res[0]])
-            if out["error"] is None and time.monotonic() - start > SLOW_SECONDS:
-                out["error"] = f"stopped after {len(steps)} steps in {SLOW_SECONDS:g} s: too slow"
+                step, why = _step(answer, len(p))
+                steps.append(step)
+                example = example or why
+            if error is None and time.monotonic() - start > SLOW_SECONDS:
+                error = f"stopped after {len(steps)} steps in {SLOW_SECONDS:g} s: too slow"
     except Exception as err:  # noqa: BLE001 - the student's process stopped answering
-        out["error"] = f"{type(err).__name__}: {err}"[:300]
-    out["steps"] = "".join(steps)
-    return out
+        error = f"{type(err).__name__}: {err}"[:300]
+    return {"steps": "".join(steps), "invalid_example": example, "error": error}
 
 
-# --- grade (trusted) ---------------------------------------------------------------------
-
-_STEPS = re.compile(rf"[0-7{REJECTED}{re.escape(INVALID)}]*")
-
-
-def _steps(r: Result, v: int) -> tuple[np.ndarray, np.ndarray] | str:
-    """(tokens, kept) of the N_DRAWS steps the probe recorded, or why there are none."""
-    steps = r.get("steps")
-    if not (isinstance(steps, str) and len(steps) <= N_DRAWS and _STEPS.fullmatch(steps)):
-        return "The sampler's probe returned no usable record of the steps."
-    error = r.get("error") if isinstance(r.get("error"), str) else None
-    invalid = steps.count(INVALID)
-    if error or invalid or len(steps) < N_DRAWS:
-        example = r.get("invalid_example")
-        example = example if isinstance(example, str) else "?"
-        why = error or f"{invalid} of {N_DRAWS} calls: {example}"
-        return f"speculative_step must return (token, accepted) on every call; {why}"
-    codes = np.frombuffer(steps.encode("ascii"), dtype=np.uint8).astype(np.int64)
-    kept = codes < ord(REJECTED[0])
-    tokens = np.where(kept, codes - ord("0"), codes - ord(REJECTED[0]))
-    if tokens.max() >= v:
-        return "The sampler's probe recorded tokens outside the vocabulary."
-    return tokens, kept
+def _pair_test(first: np.ndarray, second: np.ndarray, law1, law2) -> tuple[float, int, float]:
+    """Pearson's χ² of the pairs (first[i], second[i]) against independent draws of the laws."""
+    cells = np.bincount(first * len(law2) + second, minlength=len(law1) * len(law2))
+    return chi2_test(cells, np.outer(law1, law2).ravel())
 
 
-def _pairs(first: np.ndarray, second: np.ndarray, k: int) -> np.ndarray:
-    """Counts of the k × k cells (first[i], second[i])."""
-    return np.bincount(first * k + second, minlength=k * k)
-
-
-# the p-value of independent chi-square statistics summed
-def _combined(tests: list[tuple[float, int]]) -> tuple[float, int, float]:
-    """Independent chi-square statistics summed: (χ², degrees of freedom, upper p-value)."""
+def _p(tests: list[tuple[float, int]], regular: bool = False) -> float:
+    """The upper p-value of independent χ² statistics summed; with ``regular``, the lower: how
+    rarely random counts vary as little (dealt or low-discrepancy counts are too even)."""
     stat, dof = sum(s for s, _ in tests), sum(d for _, d in tests)
-    return stat, dof, (chi2_sf(stat, dof) if dof > 0 else 1.0)
-
-
-def _too_regular(tests: list[tuple[float, int]]) -> float:
-    """The lower p-value of independent chi-square statistics summed: how rarely counts
-    drawn at random vary as little as these (low-discrepancy numbers and counts dealt in
-    turn keep every block of draws at its expected counts)."""
-    stat, dof, upper = _combined(tests)
-    return 1.0 if dof == 0 else max(0.0, 1.0 - upper)
-
-
-def _blocks(size: int, rarest: float) -> int:
-    """Draws per block of a dispersion test: enough for the rarest outcome to be expected
-    BLOCK_COUNT times, and at least MIN_BLOCK."""
-    return max(MIN_BLOCK, math.ceil(BLOCK_COUNT / rarest)) if rarest > 0 else size + 1
+    upper = chi2_sf(stat, dof) if dof > 0 else 1.0
+    lower = 1.0 if dof == 0 else max(0.0, 1.0 - upper)
+    return lower if regular else upper
 
 
 def _dispersion(outcomes: np.ndarray, probs: np.ndarray) -> tuple[float, int]:
-    """Pearson's χ² of the counts in consecutive blocks of ``outcomes`` (indices into
-    ``probs``), summed over the blocks: (χ², degrees of freedom)."""
-    size = _blocks(len(outcomes), float(probs.min()))
-    n = len(outcomes) // size
-    stat, dof = 0.0, 0
-    for block in outcomes[: n * size].reshape(n, size):
-        s, d, _ = chi2_test(np.bincount(block, minlength=len(probs)), probs)
-        stat, dof = stat + s, dof + d
-    return stat, dof
+    """Pearson's χ² summed over consecutive blocks of ``outcomes`` (indices into ``probs``) in
+    which the rarest outcome is expected BLOCK_COUNT times (and MIN_BLOCK draws at least)."""
+    rarest = float(probs.min())
+    size = max(MIN_BLOCK, math.ceil(BLOCK_COUNT / rarest)) if rarest > 0 else len(outcomes) + 1
+    blocks = outcomes[: len(outcomes) // size * size].reshape(-1, size)
+    tests = [chi2_test(np.bincount(block, minlength=len(probs)), probs) for block in blocks]
+    return sum(t[0] for t in tests), sum(t[1] for t in tests)
 
 
 def _keep_tests(xs: np.ndarray, kept: np.ndarray, keep: np.ndarray) -> list[tuple[str, float]]:
-    """(what, p-value) of the tests of the acceptance given the drafts: the rate per
-    drafted token; consecutive decisions on the same drafted token, and in consecutive
-    calls (per pair of drafted tokens); the spread of the rejections in blocks."""
+    """(what, p-value) of the acceptance given the drafts: the rate per drafted token, pairs of
+    decisions on one drafted token and in consecutive calls, the rejections' spread in blocks."""
+    laws = {x: np.array([1 - keep[x], keep[x]]) for x in np.flatnonzero(keep < 1)}
     rate, same, spread = [], [], []
-    for x in np.flatnonzero(keep < 1):
+    for x, law in laws.items():
         d = kept[xs == x].astype(np.int64)  # 1 kept, 0 rejected
-        if not d.size:
-            continue
-        a = keep[x]
-        law = np.array([1 - a, a])
-        rate.append(((d.sum() - d.size * a) ** 2 / (d.size * a * (1 - a)), 1))
-        m = d.size // 2 * 2
-        if m:
-            stat, dof, _ = chi2_test(_pairs(d[0:m:2], d[1:m:2], 2), np.outer(law, law).ravel())
-            same.append((stat, dof))
-        spread.append(_dispersion(d, law))
+        if d.size:
+            rate.append(((d.sum() - d.size * law[1]) ** 2 / (d.size * law[1] * law[0]), 1))
+            if d.size > 1:
+                same.append(_pair_test(d[0:-1:2], d[1::2], law, law)[:2])
+            spread.append(_dispersion(d, law))
     calls = []  # steps 2i and 2i + 1, for each pair of drafted tokens that may be rejected
-    x1, x2 = xs[0:-1:2], xs[1::2]
     d1, d2 = kept[0:-1:2].astype(np.int64), kept[1::2].astype(np.int64)
-    for u in np.flatnonzero(keep < 1):
-        for w in np.flatnonzero(keep < 1):
-            both = (x1 == u) & (x2 == w)
-            if both.sum() >= 2:
-                law_u, law_w = np.array([1 - keep[u], keep[u]]), np.array([1 - keep[w], keep[w]])
-                cells = _pairs(d1[both], d2[both], 2)
-                stat, dof, _ = chi2_test(cells, np.outer(law_u, law_w).ravel())
-                calls.append((stat, dof))
+    for u, w in itertools.product(laws, laws):
+        both = (xs[0:-1:2] == u) & (xs[1::2] == w)
+        if both.sum() >= 2:
+            calls.append(_pair_test(d1[both], d2[both], laws[u], laws[w])[:2])
     return [
-        ("the rate per drafted token", _combined(rate)[2]),
-        ("consecutive decisions on the same drafted token", _combined(same)[2]),
-        ("the decisions of consecutive calls", _combined(calls)[2]),
-        ("the spread of the rejections (too regular to be random)", _too_regular(spread)),
+        ("the rate per drafted token", _p(rate)),
+        ("consecutive decisions on the same drafted token", _p(same)),
+        ("the decisions of consecutive calls", _p(calls)),
+        ("the spread of the rejections (too regular to be random)", _p(spread, regular=True)),
     ]
 
 
 def _residual_tests(rejected: np.ndarray, residual: np.ndarray) -> list[tuple[str, float]]:
-    """(what, p-value) of the residual tokens' law, of consecutive residual tokens, and of
-    their spread in blocks."""
+    """(what, p-value) of the residual tokens' law, of consecutive ones, and of their spread."""
     support = np.flatnonzero(residual > 0)
-    where = np.full(len(residual), -1)
-    where[support] = np.arange(len(support))
-    r = residual[support]
-    k = len(support)
-    tokens = where[rejected]
-    law = chi2_test(np.bincount(tokens, minlength=k), r)[2]
-    if k == 1:  # a single token: nothing to deal
+    r, tokens = residual[support], np.searchsorted(support, rejected)
+    law = chi2_test(np.bincount(tokens, minlength=len(r)), r)[2]
+    if len(r) == 1:  # a single token: nothing to deal
         return [("their law", law)]
-    m = len(tokens) // 2 * 2
-    pairs = chi2_test(_pairs(tokens[0:m:2], tokens[1:m:2], k), np.outer(r, r).ravel())[2]
     return [
         ("their law", law),
-        ("consecutive residual tokens", pairs),
-        ("their spread (too regular to be random)", _too_regular([_dispersion(tokens, r)])),
+        ("consecutive residual tokens", _pair_test(tokens[0:-1:2], tokens[1::2], r, r)[2]),
+        ("their spread (too regular to be random)", _p([_dispersion(tokens, r)], regular=True)),
     ]
 
 
@@ -256,29 +161,35 @@ def _failed(tests: list[tuple[str, float]]) -> str | None:
 
 
 def _judged(result, seed: int) -> dict:
-    """The seed's p, q and drafts, the steps recorded, and why they cannot be judged
-    (``gate``: no usable record, or a kept draft that is not the token returned)."""
+    """The seed's p, q and drafts, the steps recorded, and ``gate``: why they cannot be judged."""
     p, q = dists(seed)
     residual = np.maximum(p - q, 0.0)
     s = {"p": p, "q": q, "xs": drafts(seed, q), "residual": residual / residual.sum()}
     s.update(keep=np.minimum(1.0, p / q), alpha=float(np.minimum(p, q).sum()))
-    steps = _steps(Result(result), len(p))
-    if isinstance(steps, str):
-        return {**s, "unread": steps, "gate": steps}
-    s["tokens"], s["kept"] = steps
-    s["swapped"] = np.flatnonzero(s["kept"] & (s["tokens"] != s["xs"]))
-    gate = (
-        "Not judged: a step decides about the probe's draft x, and must first return it "
-        "when it keeps it."
-    )
-    return {**s, "unread": None, "gate": gate if s["swapped"].size else None}
+    r = Result(result)
+    steps, error, example = r.get("steps"), r.get("error"), r.get("invalid_example")
+    if not (isinstance(steps, str) and len(steps) <= N_DRAWS and _STEPS.fullmatch(steps)):
+        return s | {"gate": "The sampler's probe returned no usable record of the steps."}
+    error, invalid = error if isinstance(error, str) else "", steps.count(INVALID)
+    if error or invalid or len(steps) < N_DRAWS:
+        example = example if isinstance(example, str) else "?"
+        why = error or f"{invalid} of {N_DRAWS} calls: {example}"
+        return s | {"gate": f"speculative_step must return (token, accepted) on every call; {why}"}
+    codes = np.frombuffer(steps.encode("ascii"), dtype=np.uint8).astype(np.int64)
+    kept = codes < ord(REJECTED[0])
+    tokens = np.where(kept, codes - ord("0"), codes - ord(REJECTED[0]))
+    if tokens.max() >= len(p):
+        return s | {"gate": "The sampler's probe recorded tokens outside the vocabulary."}
+    swapped = np.flatnonzero(kept & (tokens != s["xs"]))
+    gate = "Not judged: a step decides about the probe's draft x, and must first return it "
+    gate = gate + "when it keeps it." if swapped.size else None
+    return s | {"tokens": tokens, "kept": kept, "swapped": swapped, "gate": gate}
 
 
 @check("a kept draft is the token returned", 1.0)
 def kept_returned(s: dict):
-    """Exactly, on every step."""
-    if s["unread"]:
-        return 0, s["unread"]
+    if "swapped" not in s:
+        return 0, s["gate"]
     swapped, kept = s["swapped"], s["kept"]
     if not swapped.size:
         return 1, f"All {int(kept.sum())} kept drafts are the tokens returned."
@@ -292,7 +203,6 @@ def kept_returned(s: dict):
 
 @check("a draft x is kept with probability min(1, p(x)/q(x))", 2.0)
 def keep_rate(s: dict):
-    """Each draft x kept with probability min(1, p(x)/q(x)), independently."""
     if s["gate"]:
         return 0, s["gate"]
     p, q, xs, kept, keep = s["p"], s["q"], s["xs"], s["kept"], s["keep"]
@@ -316,7 +226,7 @@ def keep_rate(s: dict):
 
 @check("after a rejection, tokens follow the residual (p − q)₊ normalised", 2.0)
 def residual_law(s: dict):
-    """After a rejection: the residual, independently."""
+    """Independently from one rejection to the next."""
     if s["gate"]:
         return 0, s["gate"]
     rejected = s["tokens"][~s["kept"]]
@@ -339,7 +249,7 @@ def residual_law(s: dict):
 
 @check("output tokens follow the target p", 3.0)
 def output_law(s: dict, premises: bool):
-    """Theorem 6.11's conclusion, once its premises (the two properties above) hold."""
+    """Theorem 6.11's conclusion, once its premises (the rate and the residual) hold."""
     if s["gate"] or not premises:
         return 0, s["gate"] or (
             "Not judged: the output's law is what keeping each draft at the rate min(1, "
