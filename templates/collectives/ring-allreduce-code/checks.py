@@ -5,7 +5,7 @@ result is judged on what the comm DELIVERED (:func:`_flow`): a value worked out 
 the offsets, and the gloo run counts only as far as the simulated ring's results came through it."""
 
 from functools import partial
-from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -114,7 +114,27 @@ def _first_errors(errors: list) -> str:
     return (" " + "; ".join(shown) + ".") if shown else ""
 
 
-def _read(sim: Result, seed: int) -> SimpleNamespace | None:
+class Flow(NamedTuple):
+    """What the comm carried, by :func:`_flow`."""
+
+    chunk: list  # [r][k]: the offset of the chunk rank r's message k carries, if the ring's
+    result: list  # [r]: what rank r ends with in a ring (nan until it has one)
+    gathered: list  # [r]: its buffer plus every whole buffer delivered (the sum, not by a ring)
+
+
+class Sim(NamedTuple):
+    """The simulated ring's run, read against the seed by :func:`_read`."""
+
+    p: int
+    n: int
+    xs: list  # each rank's buffer
+    outs: list  # each rank's output, or None
+    errors: list  # why each rank's output is unusable, or None
+    sent: list  # sent[r]: rank r's messages, in call order
+    flow: Flow
+
+
+def _read(sim: Result, seed: int) -> Sim | None:
     """The simulated ring against the seed: buffers, outputs, errors, each rank's messages in
     call order (a message logged without its values: its size, and nan, a view of one number)."""
     p, n = sizes(seed, "sim")
@@ -129,15 +149,12 @@ def _read(sim: Result, seed: int) -> SimpleNamespace | None:
             sent[src].append(vec if vec is not None else np.broadcast_to(np.nan, (size,)))
     outs, errors = [r.array((n,)) for r in recs], [_error(r, p, n, SIM_SECONDS) for r in recs]
     flow = _flow(sent, xs, seed, p, n)
-    return SimpleNamespace(p=p, n=n, xs=xs, outs=outs, errors=errors, sent=sent, flow=flow)
+    return Sim(p, n, xs, outs, errors, sent, flow)
 
 
-def _flow(sent: list, xs: list, seed: int, p: int, n: int) -> SimpleNamespace:
+def _flow(sent: list, xs: list, seed: int, p: int, n: int) -> Flow:
     """Follow the ring through the log, each message judged on what its rank had been delivered
-    (the predecessor's message plus :func:`offset`): ``chunk[r][k]``, the offset in the buffer
-    of the chunk rank r's message k carries when that message is the ring's (else None);
-    ``result[r]``, what rank r ends with in a ring; ``gathered[r]``, its buffer plus every whole
-    buffer delivered to it (the sum through the comm, not by a ring)."""
+    (the predecessor's message plus :func:`offset`), never on what it could know otherwise."""
     chunk: list[list[int | None]] = [[None] * (2 * (p - 1)) for _ in range(p)]
     nan = np.full(n, np.nan)  # a rank's result and gathered sum until the ring gives one
     result, gathered = [nan] * p, [nan] * p
@@ -175,11 +192,11 @@ def _flow(sent: list, xs: list, seed: int, p: int, n: int) -> SimpleNamespace:
         buffers = [delivered(r, k) for k in range(len(sent[(r - 1) % p]))]
         if buffers and all(d is not None and d.size == n for d in buffers):
             gathered[r] = xs[r] + np.sum(buffers, axis=0)
-    return SimpleNamespace(chunk=chunk, result=result, gathered=gathered)
+    return Flow(chunk, result, gathered)
 
 
 @check("every rank ends with the sum", 2.0)
-def result_sum(s: SimpleNamespace):
+def result_sum(s: Sim):
     """The chunks the all-gather delivered and the rank's own (or the whole buffers delivered)."""
     p, f = s.p, s.flow
     good = [_near(o, f.result[r]) or _near(o, f.gathered[r]) for r, o in enumerate(s.outs)]
@@ -204,7 +221,7 @@ def result_sum(s: SimpleNamespace):
 
 
 @check("2(p − 1) calls to send_recv per rank", 1.0)
-def steps(s: SimpleNamespace):
+def steps(s: Sim):
     need, calls = 2 * (s.p - 1), [len(m) for m in s.sent]
     if all(c == need for c in calls):
         return 1.0, f"Every rank made 2(p − 1) = {need} calls to comm.send_recv for p = {s.p}."
@@ -215,7 +232,7 @@ def steps(s: SimpleNamespace):
 
 
 @check("2(p − 1)n/p elements sent per rank", 1.0)
-def elements(s: SimpleNamespace):
+def elements(s: Sim):
     p, n, need = s.p, s.n, 2 * (s.p - 1) * s.n // s.p
     elems = [int(sum(m.size for m in msgs)) for msgs in s.sent]
     if all(e == need for e in elems):
@@ -227,7 +244,7 @@ def elements(s: SimpleNamespace):
 
 
 @check("each message is one chunk of n/p elements", 1.0)
-def chunk(s: SimpleNamespace):
+def chunk(s: Sim):
     c, got = s.n // s.p, [m.size for msgs in s.sent for m in msgs]
     right, other = sum(x == c for x in got), sorted({x for x in got if x != c})
     if not got:
@@ -241,7 +258,7 @@ def chunk(s: SimpleNamespace):
 
 
 @check("reduce-scatter messages are partial sums of one chunk", 1.5)
-def reduce_scatter(s: SimpleNamespace):
+def reduce_scatter(s: Sim):
     """Message s is the chunk received at s − 1 plus the rank's own copy."""
     p, total = s.p, s.p * (s.p - 1)
     hits = sum(at is not None for row in s.flow.chunk for at in row[: p - 1])
@@ -267,7 +284,7 @@ def reduce_scatter(s: SimpleNamespace):
 
 
 @check("all-gather messages are completed chunks", 1.0)
-def all_gather(s: SimpleNamespace):
+def all_gather(s: Sim):
     """The completed chunk, then each chunk just received, passed on."""
     total = s.p * (s.p - 1)
     hits = sum(at is not None for row in s.flow.chunk for at in row[s.p - 1 :])
