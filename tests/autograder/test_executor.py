@@ -315,6 +315,14 @@ def _waits(pidfd: bool) -> None:
     try:
         assert jobs._waitpid_timeout(0.1, pid) == (0, 0)
         assert 0.1 <= time.monotonic() - start < 2.0
+        # P asked for fresh ranks (its socket readable): woken at once, with or without a
+        # timeout, while the child runs on
+        r, w = os.pipe()
+        os.write(w, b"x")
+        for timeout in (5.0, None):
+            start = time.monotonic()
+            assert jobs._waitpid_timeout(timeout, pid, listen=r) == (-1, 0)
+            assert time.monotonic() - start < 2.0
     finally:
         os.kill(pid, 9)
         os.waitpid(pid, 0)
@@ -323,7 +331,8 @@ def _waits(pidfd: bool) -> None:
 @pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polled"])
 def test_waiting_with_a_timeout_returns_as_the_child_ends_or_empty_at_the_timeout(pidfd):
     """The job's init waits out the student's grace so (jobs._wait_pair): woken by the
-    child's end, through its pidfd where the kernel has them, else by polling."""
+    child's end, through its pidfd where the kernel has them, else by polling, and by the
+    probe process's requests for fresh ranks."""
     import traceback
 
     r, w = os.pipe()

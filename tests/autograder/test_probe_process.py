@@ -355,13 +355,15 @@ def test_deep_nesting_and_unknown_objects_are_refused():
     assert json.loads(json.dumps(_node([1, 2])[0]))  # the header is JSON
 
 
+# The ranks below are forked from S (fresh=False): their rounds, their pool, their hand-over
+# through S.  Fresh ranks, started by the job's init: test_fresh_ranks.py.
 ROUNDS_PROBE = """
 ISOLATED = True
 
 
 def probe(student, seed, params):
     rounds = [[(r, 0) for r in range(3)], [(r, 1) for r in range(3)]]
-    out = student.rounds(rounds, seconds=15)
+    out = student.rounds(rounds, seconds=15, fresh=False)
     return [[o if isinstance(o, list) else f"{type(o).__name__}: {o}" for o in k] for k in out]
 """
 ROUNDS_CELL = """
@@ -398,7 +400,7 @@ ISOLATED = True
 
 def probe(student, seed, params):
     rounds = [[(r, 0) for r in range(3)], [(0, 1)], [(r, 2) for r in range(2)]]
-    out = student.rounds(rounds, seconds=15)
+    out = student.rounds(rounds, seconds=15, fresh=False)
     return [[o if isinstance(o, list) else f"{type(o).__name__}: {o}" for o in k] for k in out]
 """
 
@@ -429,7 +431,7 @@ def probe(student, seed, params):
         student.seed(params["seed"])
     for world, gloo in params["runs"]:
         calls = [(r, student.gloo_ring() if gloo else None) for r in range(world)]
-        got = student.ranks(calls, seconds=30, gloo=gloo)
+        got = student.ranks(calls, seconds=30, gloo=gloo, fresh=False)
         out.append([f"{type(o).__name__}: {o}" if isinstance(o, Exception) else o for o in got])
     return out
 """
@@ -597,7 +599,7 @@ ISOLATED = True
 
 
 def probe(student, seed, params):
-    return [repr(o) for o in student.ranks([(r,) for r in range(3)], seconds=15)]
+    return [repr(o) for o in student.ranks([(r,) for r in range(3)], seconds=15, fresh=False)]
 """
 HANDOVER_CELL = """
 import os, sys

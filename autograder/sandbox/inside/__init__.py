@@ -1,7 +1,8 @@
 """What runs in the jail: the executor (a warm zygote that forks one job per submission),
 the process tree of a job (``jobs``: the student's process S, the probe process P beside
-it), its mounts and memory cgroups, and the code of S (``harness``), of P (``prober``)
-and of the channel between them (``wire``).
+it; ``ranks``: the fresh ranks the job's init starts for P; ``process``: how each of them
+is made), its mounts and memory cgroups, and the code of S (``harness``), of P
+(``prober``) and of the channel between them (``wire``).
 
 The grader starts ``__main__.py``, which loads this folder as the package
 ``scalegrade_inside`` (a grading image has none of ScaleGrade but this folder and the

@@ -27,6 +27,9 @@ Process tree in the "namespaces" mode (all of it dies when the outer process die
                 reader of the probes (a memfd the zygote never reads) and of the student's
                 memory peak (the cgroup's peak file, opened by the zygote); runs
                 prober.run(), calling the student's functions over the socket pair
+      rank      beside them, started by init when P asks (``ranks``): PID 1 of its own PID
+                namespace, its own mount, net, IPC and UTS namespaces and scratch, the
+                student's uid and limits; runs the notebook again, then serves P as a rank
 
 When ``init`` exits (the student process is done) or is killed (timeout), the kernel kills
 every process left in that PID namespace: detached, double-forked grandchildren included.
@@ -60,7 +63,7 @@ import traceback
 
 from . import harness, prober
 from . import memory as meters
-from .jobs import SERVE_GRACE_SECONDS, Job, finish_job, os_exit, start_job, sweep_uid, write_event
+from .jobs import SERVE_GRACE_SECONDS, Job, finish_job, start_job, sweep_uid
 from .linux import (
     CLONE_NEWIPC,
     CLONE_NEWNET,
@@ -72,6 +75,7 @@ from .linux import (
     unshare,
 )
 from .mounts import scratch_tmpfs, setup_outer_mounts
+from .process import os_exit, write_event
 
 
 def _sources(folder: str) -> dict[str, str]:

@@ -2,8 +2,9 @@
 
 Part of the jail's package (:mod:`autograder.sandbox.inside`), loaded by the warm executor, which
 calls ``prepare()`` once (IPython shell built, heavy modules imported) and, in each
-forked student process, ``run_submission()``; in a grading container too, where the
-executor runs in the image.
+forked student process, ``run_submission()``, and in each fresh rank
+``serve_fresh_rank()`` (the cells again, then a rank's serving); in a grading container
+too, where the executor runs in the image.
 
 Nothing here is trusted: the student's code runs in this very process and may patch any
 of it.  The trusted grader therefore only accepts plain, schema-checked JSON from here,
@@ -98,7 +99,7 @@ _shell = None
 _np_number_types: tuple = ()
 _np_ndarray = None
 MAX_HELD = 100_000  # values P may ask S to keep (Student.run, Student.hold)
-MAX_RANKS = 64  # processes one Student.ranks() run forks
+MAX_RANKS = 64  # the ranks of one Student.ranks() run; fresh ranks alive at once in a job
 
 
 class RefusedMagic(Exception):
@@ -505,31 +506,23 @@ def _sync(coro):
     raise RuntimeError(f"{coro!r} needs a running event loop")
 
 
-def run_submission(notebook_path: str, plan: dict, result_fd: int, limits: dict) -> None:
-    """Run the notebook's code cells in order, then harvest; write the envelope once."""
+def run_cells(notebook_path: str) -> list[dict] | str:
+    """Run the notebook's code cells in order, each failure recorded and the next cells
+    run: one record per cell, or why the notebook cannot be read.  A process a cell forked
+    ends here, never returns into the caller."""
     global _main_pid
     main_pid = _main_pid = _getpid()
-    cap = int(limits.get("harvest_bytes", 16 << 20))
-
-    def only_main() -> None:
-        # A process the notebook forked returns here too: it must not harvest.
-        if _getpid() != main_pid:
-            _exit(0)
-
     if sys.path[:1] != [""]:
         sys.path.insert(0, "")  # like a kernel: the working directory is importable
     _guard_exits(main_pid)
     try:
         cells = _cells(notebook_path)
     except Exception as err:  # noqa: BLE001
-        _send(result_fd, {"fatal": f"the notebook cannot be read: {_error_text(err)}"}, cap)
-        _flush()
-        return
+        return f"the notebook cannot be read: {_error_text(err)}"
     shell = _shell
     if shell is None:
         prepare()
         shell = _shell
-    ns = shell.user_ns
     records = []
     run_cell = _type(shell).run_cell
     run_async = _type(shell).run_cell_async
@@ -544,11 +537,23 @@ def run_submission(notebook_path: str, plan: dict, result_fd: int, limits: dict)
             err = result.error_before_exec or result.error_in_exec
         except BaseException as exc:  # noqa: BLE001
             err = exc
-        only_main()
+        only_main_process()  # a process the notebook forked returns here too
         _flush()
         records.append(
             {"index": index, "ok": err is None, "error": None if err is None else _error_text(err)}
         )
+    return records
+
+
+def run_submission(notebook_path: str, plan: dict, result_fd: int, limits: dict) -> None:
+    """Run the notebook's code cells in order, then harvest; write the envelope once."""
+    cap = int(limits.get("harvest_bytes", 16 << 20))
+    records = run_cells(notebook_path)
+    if _type(records) is _str:
+        _send(result_fd, {"fatal": records}, cap)
+        _flush()
+        return
+    ns = _shell.user_ns
     answers = {}
     for name in plan.get("variables", []):
         try:
@@ -561,9 +566,26 @@ def run_submission(notebook_path: str, plan: dict, result_fd: int, limits: dict)
     budget = max(1024, (cap - _len(_encode(answers)) - 65536) // max(1, _len(plan_probes)))
     for probe in plan_probes:
         probes[probe["id"]] = _run_probe(probe, ns, budget)
-        only_main()
+        only_main_process()
     _flush()
     _send(result_fd, {"harvest": {"cells": records, "answers": answers, "probes": probes}}, cap)
+
+
+def serve_fresh_rank(notebook_path: str, fd: int, rank: int, world: int) -> None:
+    """A fresh rank (started by the job's init, not forked from S): run the notebook's
+    cells again, here, then serve P's calls as rank ``rank`` of ``world`` over ``fd``.
+    A notebook that cannot be read serves nothing: P hears the channel close."""
+    if _type(run_cells(notebook_path)) is _str or _shell is None:
+        return
+    import signal
+
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    server = _Server(fd, _shell.user_ns)
+    server.rank = (rank, world)
+    try:
+        server.loop()
+    except BaseException:  # noqa: BLE001 - P sees the channel close
+        pass
 
 
 # --------------------------------------------------------------------------- serving

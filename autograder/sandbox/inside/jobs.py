@@ -3,10 +3,8 @@ it (forks, uids, rlimits, file descriptors), their end, and what they leave swep
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import resource
 import select
 import shutil
 import signal
@@ -17,59 +15,30 @@ import traceback
 
 from . import harness, prober
 from . import memory as meters
-from .linux import (
-    CLONE_NEWIPC,
-    CLONE_NEWNET,
-    CLONE_NEWNS,
-    CLONE_NEWPID,
-    CLONE_NEWUTS,
-    MS_NODEV,
-    MS_NOEXEC,
-    MS_NOSUID,
-    PR_SET_NO_NEW_PRIVS,
-    PR_SET_PDEATHSIG,
-    check,
-    libc,
-    mount,
-    prctl,
-    unshare,
-)
+from .linux import CLONE_NEWPID, PR_SET_PDEATHSIG, check, libc, prctl, unshare
 from .memory import PROBE_FD_MEMORY, JobMemory
-from .mounts import loopback_up, scratch_tmpfs
+from .process import (
+    EXIT_SETUP_FAILED,
+    HOME,
+    WORKDIR,
+    child_signals,
+    drop,
+    fds_onto,
+    mkdir_for,
+    os_exit,
+    place_notebook,
+    private_scratch,
+    read_notebook,
+    student_env,
+    write_event,
+    write_notebook,
+)
+from .ranks import PROBE_FD_RANKS, FreshRanks
 
 STUDENT_FD_RESULT = 3
 STUDENT_FD_CHANNEL = 4  # the student process's end of the probe channel
 PROBE_FD_PROBES, PROBE_FD_RESULT, PROBE_FD_CHANNEL = 3, 4, 5
 SERVE_GRACE_SECONDS = 0.5  # after the probe process ended, for the student's to end
-os_exit = os._exit  # a forked process must never return into its parent's code
-EXIT_SETUP_FAILED = 125
-
-
-def write_event(fd: int, event: dict) -> None:
-    data = (json.dumps(event)[:3000] + "\n").encode()
-    try:
-        os.write(fd, data)
-    except OSError:
-        pass
-
-
-def _student_env(home: str, tmp: str) -> dict[str, str]:
-    return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": home,
-        "USER": "student",
-        "LOGNAME": "student",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "PYTHONIOENCODING": "utf-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "TMPDIR": tmp,
-        "IPYTHONDIR": os.path.join(home, ".ipython"),
-        "MPLBACKEND": "Agg",
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
 
 
 def _student(*args) -> None:
@@ -88,42 +57,6 @@ def _student(*args) -> None:
         os_exit(code)
 
 
-def _fds_onto(mapping: dict[int, int]) -> None:
-    """Put each fd of ``mapping`` (target -> source) on its number; close every other."""
-    high = {target: fcntl.fcntl(source, fcntl.F_DUPFD, 100) for target, source in mapping.items()}
-    for target, source in high.items():
-        os.dup2(source, target)
-    os.closerange(max(mapping) + 1, 1 << 20)
-
-
-def _drop(req: dict, limits: dict, uid: int | None, address_space: bool = True) -> None:
-    """rlimits, then ``uid`` (when root), then no new privileges and a private umask.
-    ``address_space`` False: no RLIMIT_AS (the job's memory cgroup bounds its memory)."""
-    cpu = int(limits["cpu_seconds"])
-    memory = limits["memory_bytes"] if address_space else resource.RLIM_INFINITY
-    for name, soft, hard in (
-        ("RLIMIT_AS", memory, memory),
-        ("RLIMIT_FSIZE", limits["file_bytes"], limits["file_bytes"]),
-        ("RLIMIT_NOFILE", limits["open_files"], limits["open_files"]),
-        ("RLIMIT_NPROC", limits["processes"], limits["processes"]),
-        ("RLIMIT_CORE", 0, 0),
-        ("RLIMIT_CPU", cpu, cpu + 1),
-    ):
-        which = getattr(resource, name)
-        _, current = resource.getrlimit(which)
-        if current != resource.RLIM_INFINITY:  # never above what we may (as non-root)
-            if soft == resource.RLIM_INFINITY:
-                soft = hard = current
-            soft, hard = min(soft, current), min(hard, current)
-        resource.setrlimit(which, (int(soft), int(hard)))
-    if uid is not None:
-        os.setgroups([])
-        os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)
-    prctl(PR_SET_NO_NEW_PRIVS, 1)
-    os.umask(0o077)
-
-
 def _student_body(
     req: dict,
     out_w: int,
@@ -137,18 +70,18 @@ def _student_body(
     """Set up the student process (cgroup, fds, limits, uid, env, cwd); run the notebook."""
     memory.close_probe_side()
     memory.join()  # still root; a failure ends the run here (EXIT_SETUP_FAILED), unmeasured
-    _child_signals()
+    child_signals()
     os.setsid()
     devnull = os.open("/dev/null", os.O_RDONLY)
-    _fds_onto(
+    fds_onto(
         {0: devnull, 1: out_w, 2: out_w, STUDENT_FD_RESULT: res_w, STUDENT_FD_CHANNEL: channel}
     )
     limits = req["limits"]
     # RLIMIT_AS unless asked to leave memory to the job's cgroup, where it has one
     address_space = limits.get("address_space", True) or memory.path is None
-    _drop(req, limits, req["uid"], address_space)
+    drop(req, limits, req["uid"], address_space)
     os.environ.clear()
-    os.environ.update(_student_env(home, tmp))
+    os.environ.update(student_env(home, tmp))
     os.chdir(workdir)
     harness.run_submission(
         os.path.join(workdir, req["notebook_name"]), req["plan"], STUDENT_FD_RESULT, limits
@@ -156,15 +89,18 @@ def _student_body(
     harness.serve(STUDENT_FD_CHANNEL)
 
 
-def _probe(req: dict, fds: dict[str, int], channel: int, workdir: str, memory: JobMemory) -> None:
+def _probe(
+    req: dict, fds: dict[str, int], channel: int, workdir: str, memory: JobMemory, ranks: int | None
+) -> None:
     """The probe process: its own uid and limits, the probes read here, never before;
-    then the probes run against the student's functions.  Never returns."""
+    then the probes run against the student's functions (``ranks``: its end of the job's
+    init, which starts fresh ranks for it; None in the process mode).  Never returns."""
     code = EXIT_SETUP_FAILED
     try:
-        _child_signals()
+        child_signals()
         os.setsid()
         devnull = os.open("/dev/null", os.O_RDONLY)
-        _fds_onto(
+        fds_onto(
             {
                 0: devnull,
                 1: fds["out"],
@@ -174,17 +110,19 @@ def _probe(req: dict, fds: dict[str, int], channel: int, workdir: str, memory: J
                 PROBE_FD_CHANNEL: channel,
             }
             | memory.probe_fds()
+            | ({} if ranks is None else {PROBE_FD_RANKS: ranks})
         )
         read_fd = PROBE_FD_MEMORY + (memory.kind == "vmhwm")
         prober.meter = prober.Meter(memory.kind, PROBE_FD_MEMORY, read_fd, memory.note)
         limits = req["limits"]
-        _drop(req, limits, req.get("probe_uid"))
+        drop(req, limits, req.get("probe_uid"))
         os.environ.clear()
-        os.environ.update(_student_env(workdir, workdir) | {"USER": "probe", "LOGNAME": "probe"})
+        os.environ.update(student_env(workdir, workdir) | {"USER": "probe", "LOGNAME": "probe"})
         os.chdir(workdir)
         with os.fdopen(PROBE_FD_PROBES, "rb") as fh:
             probes = json.loads(fh.read())
-        prober.run(probes, PROBE_FD_CHANNEL, PROBE_FD_RESULT, limits)
+        fresh = None if ranks is None else PROBE_FD_RANKS
+        prober.run(probes, PROBE_FD_CHANNEL, PROBE_FD_RESULT, limits, fresh)
         code = 0
     except BaseException:
         try:
@@ -195,87 +133,65 @@ def _probe(req: dict, fds: dict[str, int], channel: int, workdir: str, memory: J
         os_exit(code)
 
 
-def _copy_notebook(nb_fd: int, target: str, uid: int | None, limit: int) -> None:
-    with os.fdopen(nb_fd, "rb") as src:
-        data = src.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(f"the notebook is larger than {limit} bytes")
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as dst:
-        dst.write(data)
-    if uid is not None:
-        os.chown(target, uid, uid)
-
-
-def _mkdir_for(path: str, uid: int | None) -> None:
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    if uid is not None:
-        os.chown(path, uid, uid)
-
-
 def _init(req: dict, fds: dict[str, int], keep: list[str], memory: JobMemory) -> None:
     """PID 1 of the submission's fresh PID namespace (namespaces mode): its own mount,
     network, IPC and UTS namespaces, a fresh /proc, private scratch folders, the notebook
-    copied in; then the student process, and orphans reaped until it ends.  When this
-    process ends, the kernel kills whatever is left in the namespace.  Never returns."""
+    copied in; then the student process and the probe process, and, while P runs, the
+    fresh ranks P asks for (:class:`ranks.FreshRanks`); orphans reaped until S ends.  When
+    this process ends, the kernel kills whatever is left in the namespace.  Never returns."""
     try:
-        _child_signals()
+        child_signals()
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the zygote gone: everything goes
         uid = req["uid"]
-        limits = req["limits"]
-        tmp_size = max(16 << 20, 4 * int(limits["file_bytes"]))
-        unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
-        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
-        scratch_tmpfs("/tmp", f"size={tmp_size},nr_inodes=65536,mode=1777", keep)
-        for path in ("/dev/shm", "/var/tmp"):
-            if os.path.isdir(path) and not os.path.islink(path):
-                scratch_tmpfs(path, f"size={tmp_size},mode=1777", keep)
-        libc.sethostname(b"sandbox", 7)
-        loopback_up()  # its own loopback: local sockets (gloo) work, reach nothing else
-        workdir, home = "/tmp/work", "/tmp/home"
-        _mkdir_for(workdir, uid)
-        _mkdir_for(os.path.join(home, ".ipython"), uid)
-        if uid is not None:
-            os.chown(home, uid, uid)
-        _copy_notebook(
-            fds["notebook"], os.path.join(workdir, req["notebook_name"]), uid, tmp_size // 2
-        )
+        tmp_size = private_scratch(req["limits"], keep)
+        notebook = read_notebook(fds["notebook"], tmp_size // 2)
+        place_notebook(notebook, req["notebook_name"], uid)
         probe_dir = "/tmp/probe"
-        _mkdir_for(probe_dir, req.get("probe_uid"))
-        student, probe = _fork_pair(req, fds, workdir, home, "/tmp", probe_dir, memory)
+        mkdir_for(probe_dir, req.get("probe_uid"))
+        ranks = FreshRanks(req, notebook, keep, memory)
+        student, probe = _fork_pair(req, fds, WORKDIR, HOME, "/tmp", probe_dir, memory, ranks)
         for name in ("out", "res", "status", "probes", "probes_res"):
-            os.close(fds[name])  # the notebook's was closed by the copy
-        os_exit(_wait_pair(student, probe))
+            os.close(fds[name])  # the notebook's was closed when it was read
+        os_exit(_wait_pair(student, probe, ranks))
     except BaseException as err:
         write_event(fds["status"], {"event": "error", "message": f"sandbox set-up: {err}"})
     finally:
         os_exit(EXIT_SETUP_FAILED)
 
 
-def _fork_pair(req, fds, workdir, home, tmp, probe_dir, memory) -> tuple[int, int]:
+def _fork_pair(
+    req, fds, workdir, home, tmp, probe_dir, memory, ranks: FreshRanks | None = None
+) -> tuple[int, int]:
     """Fork the student process and, beside it, the probe process, joined by a socket pair;
-    the probe process alone gets the meter of the student's memory."""
+    the probe process alone gets the meter of the student's memory, and P's end of
+    ``ranks`` (the job's init serves it)."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     student = os.fork()
     if student == 0:
         os.close(fds["probes"])  # the probes never enter the student's process
         os.close(fds["probes_res"])
         mine.close()
+        if ranks is not None:
+            ranks.close_all()
         _student(req, fds["out"], fds["res"], theirs.fileno(), workdir, home, tmp, memory)
     memory._close("procs")
     memory.open_proc(student)  # without a cgroup: its /proc files, opened here
     probe = os.fork()
     if probe == 0:
         theirs.close()
-        _probe(req, fds, mine.fileno(), probe_dir, memory)
+        end = None if ranks is None else ranks.probe_end()
+        _probe(req, fds, mine.fileno(), probe_dir, memory, end)
     memory.close()
     mine.close()
     theirs.close()
+    if ranks is not None:
+        ranks.started()
     return student, probe
 
 
-def _wait_pair(student: int, probe: int) -> int:
-    """Reap both (and orphans); the student's exit status, as a PID 1 reports it.
+def _wait_pair(student: int, probe: int, ranks: FreshRanks | None = None) -> int:
+    """Reap both (and orphans, and ranks); the student's exit status, as a PID 1 reports
+    it.  While P runs, serve its requests for fresh ranks (``ranks``).
 
     When the probe process is done, the student's has nothing left to serve: it ends by
     itself, or is killed after SERVE_GRACE_SECONDS; that is not the notebook's failure.
@@ -287,12 +203,17 @@ def _wait_pair(student: int, probe: int) -> int:
         if timeout == 0:
             os.kill(student, signal.SIGKILL)
             stopped, timeout = True, None
+        listen = ranks.fd if ranks is not None and probe_running and ranks.open else None
         try:
-            done, status = _waitpid_timeout(timeout, student)
+            done, status = _waitpid_timeout(timeout, student, probe, listen=listen)
         except ChildProcessError:
             break
-        if done == probe:
+        if done == -1:
+            ranks.serve()
+        elif done == probe:
             probe_running = False
+            if ranks is not None:
+                ranks.end_all()
             if code is None:
                 stop_at = time.monotonic() + SERVE_GRACE_SECONDS
         elif done == student:
@@ -302,34 +223,39 @@ def _wait_pair(student: int, probe: int) -> int:
     return 128 - code if code < 0 else min(code, 127)
 
 
-def _waitpid_timeout(timeout: float | None, pid: int) -> tuple[int, int]:
-    """os.waitpid(-1, 0), returning (0, 0) after ``timeout`` seconds with nothing reaped;
-    woken by ``pid``'s end (its pidfd), not by polling, so the job ends as it does."""
-    if timeout is None:
-        return os.waitpid(-1, 0)
+def _waitpid_timeout(timeout: float | None, *pids: int, listen: int | None = None):
+    """os.waitpid(-1, 0), returning (0, 0) after ``timeout`` seconds with nothing reaped,
+    and (-1, 0) as soon as ``listen`` is readable; woken by the end of any of ``pids``
+    (their pidfds), not by polling, so the job ends as it does."""
     done, status = os.waitpid(-1, os.WNOHANG)
     if done:
         return done, status
+    if timeout is None and listen is None:
+        return os.waitpid(-1, 0)
+    watched = [] if listen is None else [listen]
+    opened: list[int] = []
     try:
-        fd = os.pidfd_open(pid)
+        for pid in pids:
+            opened.append(os.pidfd_open(pid))
     except OSError:  # a kernel before 5.3, or a filter that refuses it: poll
-        end = time.monotonic() + timeout
-        while not done and time.monotonic() < end:
-            time.sleep(0.01)
+        for fd in opened:
+            os.close(fd)
+        end = None if timeout is None else time.monotonic() + timeout
+        while not done and (end is None or time.monotonic() < end):
+            if watched and select.select(watched, [], [], 0.01)[0]:
+                return -1, 0
+            if not watched:
+                time.sleep(0.01)
             done, status = os.waitpid(-1, os.WNOHANG)
         return done, status
     try:
-        select.select([fd], [], [], timeout)
+        ready = select.select(opened + watched, [], [], timeout)[0]
     finally:
-        os.close(fd)
+        for fd in opened:
+            os.close(fd)
+    if listen is not None and listen in ready:
+        return -1, 0
     return os.waitpid(-1, os.WNOHANG)
-
-
-def _child_signals() -> None:
-    """A forked child of the zygote: default signal handling, no wakeup fd."""
-    signal.set_wakeup_fd(-1)
-    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
-        signal.signal(sig, signal.SIG_DFL)
 
 
 def sweep_uid(uid: int) -> None:
@@ -337,7 +263,7 @@ def sweep_uid(uid: int) -> None:
     pid = os.fork()
     if pid == 0:
         try:
-            _child_signals()
+            child_signals()
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)
             os.kill(-1, signal.SIGKILL)
@@ -433,12 +359,12 @@ def _fork_job(job: Job, req: dict, named: dict, config: dict, own_pidns, memory)
     job.workdir = os.path.join(config["base_dir"], f"run-{job.id}")
     home = os.path.join(job.workdir, ".home")
     probe_dir = os.path.join(config["base_dir"], f"probe-{job.id}")
-    _mkdir_for(job.workdir, uid)
-    _mkdir_for(os.path.join(home, ".ipython"), uid)
-    _mkdir_for(probe_dir, probe_uid)
+    mkdir_for(job.workdir, uid)
+    mkdir_for(os.path.join(home, ".ipython"), uid)
+    mkdir_for(probe_dir, probe_uid)
     limit = max(16 << 20, 4 * int(req["limits"]["file_bytes"]))
     notebook = os.path.join(job.workdir, req["notebook_name"])
-    _copy_notebook(os.dup(named["notebook"]), notebook, uid, limit)
+    write_notebook(read_notebook(os.dup(named["notebook"]), limit), notebook, uid)
     job.pid, job.probe_pid = _fork_pair(
         req, named, job.workdir, home, job.workdir, probe_dir, memory
     )

@@ -26,6 +26,7 @@ import math
 import os
 import random
 import select
+import socket
 import stat
 import sys
 import time
@@ -213,6 +214,7 @@ class Channel:
         self.pool: list[tuple[int, list[int]]] = []  # ranks kept: (set id, their sockets)
         self.pool_owner: str | None = None  # the probe that ran on them last
         self.asked = False  # S was asked something since the last run: kept ranks are stale
+        self.fresh: socket.socket | None = None  # to the job's init: it starts fresh ranks
 
     def close(self) -> None:
         """Nothing here: the executor owns the descriptor (:func:`in_process` replaces it)."""
@@ -353,10 +355,18 @@ class Channel:
         self._send(fail, b"", to)
 
     def ranks(
-        self, name: str, rounds: list, seconds: float | None, gloo: bool = False, before=None
+        self,
+        name: str,
+        rounds: list,
+        seconds: float | None,
+        gloo: bool = False,
+        before=None,
+        fresh: bool = False,
     ) -> list:
         """``name`` once per rank and round, the ranks at once, each rank a process forked
-        from S, which hands over a socket to each: see :meth:`Student.rounds`.
+        from S, which hands over a socket to each: see :meth:`Student.rounds`; ``fresh``
+        (not with gloo, and where the job's init serves them): fresh ranks instead
+        (:meth:`_fresh_run`).
 
         The ranks of a run without gloo are kept for the next check's run (``pool``,
         where ``keep_ranks``: in the probe process, not in :func:`in_process`), which takes
@@ -369,6 +379,8 @@ class Channel:
         here right before each call is sent to its rank (a meter's reset)."""
         if self.gone:
             raise StudentGone(self.gone)
+        if fresh and not gloo and self.fresh is not None:
+            return self._fresh_run(name, rounds, seconds, before)
         if not gloo:
             if self.pool and (self.asked or self.pool_owner == self.probe):
                 self.end_pool()
@@ -426,6 +438,84 @@ class Channel:
             if not self.gone:
                 self._send({"op": "end", "id": rid, "idle": idle, "wait": wait})
                 self._end_ranks(rid)
+        finally:
+            for fd in socks:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    def _fresh_run(self, name: str, rounds: list, seconds: float | None, before) -> list:
+        """The rounds on fresh ranks, started by the job's init (:mod:`ranks`): each runs
+        the notebook again in namespaces of its own, which takes what the job's wall limit
+        allows; then the calls have ``seconds``.  The set ends after the run."""
+        world = max(len(calls) for calls in rounds)
+        self.next_id += 1
+        rid = self.next_id
+        socks = self._fresh_sockets(rid, world)
+        if isinstance(socks, Exception):
+            return [[socks] * len(calls) for calls in rounds]
+        outer, self.phase = self.phase, "ranks"
+        try:
+            failed = self._await_ready(socks)
+            if failed is not None:
+                return [[failed] * len(calls) for calls in rounds]
+            until = min(self.deadline, time.monotonic() + (seconds or ANSWER_SECONDS))
+            return self._run_ranks(name, rounds, until, seconds, socks, world, before)[0]
+        finally:
+            self.phase = outer
+            self._fresh_end(rid, socks)
+
+    def _fresh_sockets(self, rid: int, world: int) -> list[int] | Exception:
+        """Ask the job's init for ``world`` fresh ranks: their sockets, or why not."""
+        try:
+            self.fresh.send(json.dumps({"op": "ranks", "id": rid, "world": world}).encode())
+            msg, fds = self._fresh_reply(rid, world)
+        except OSError as err:
+            return RuntimeError(f"the sandbox could not start the ranks: {err}")
+        if msg.get("op") == "ranks" and len(fds) == world:
+            return fds
+        for fd in fds:
+            os.close(fd)
+        return RuntimeError(f"the sandbox could not start the ranks: {msg.get('message')}")
+
+    def _fresh_reply(self, rid: int, world: int) -> tuple[dict, list[int]]:
+        """The job's init's answer to request ``rid`` (within the job's deadline)."""
+        left = self.deadline - time.monotonic()
+        if left <= 0 or not select.select([self.fresh], [], [], left)[0]:
+            raise OSError("no answer from the job's init in time")
+        data, fds, _, _ = socket.recv_fds(self.fresh, 65536, max(world, 1))
+        try:
+            msg = json.loads(data)
+        except ValueError:
+            msg = None
+        if not isinstance(msg, dict) or msg.get("id") != rid:
+            for fd in fds:
+                os.close(fd)
+            raise OSError("the job's init answered something else")
+        return msg, fds
+
+    def _await_ready(self, socks: list[int]) -> Exception | None:
+        """Each fresh rank's word that it ran the notebook and serves (within the job's
+        deadline: the notebook's cells take in each rank what they took in S)."""
+        for r, fd in enumerate(socks):
+            try:
+                msg, _ = wire.recv(fd, self.deadline)
+            except wire.Late:
+                return TimeoutError(f"rank {r} did not run the notebook's cells in time")
+            except wire.WireError:
+                return RuntimeError(f"rank {r}'s process ended while it ran the notebook's cells")
+            if msg.get("op") != "ready":
+                return RuntimeError(f"rank {r}'s process sent something else than its start")
+        return None
+
+    def _fresh_end(self, rid: int, socks: list[int]) -> None:
+        """The job's init ends the set (every process of it gone), then the sockets close."""
+        try:
+            self.fresh.send(json.dumps({"op": "end", "id": rid}).encode())
+            self._fresh_reply(rid, 0)
+        except OSError:
+            pass  # the job's init is gone: so is every rank
         finally:
             for fd in socks:
                 try:
@@ -852,30 +942,42 @@ class Student:
 
     NotStarted = NotStarted
 
-    def ranks(self, calls: list, seconds: float | None = None, gloo: bool = False) -> list:
-        """One call per rank, all running at once, each rank a process of its own forked
-        from S (``calls[r]``: rank r's argument tuple, sent to that rank only); a rank's
-        process may have served the run of the check before, never one of this check's
-        (:meth:`Channel.ranks`).  The ranks' callbacks run here, where a callback may
-        answer :class:`Later`: its answer waits for the other ranks (the router of a ring,
-        an all-reduce).  Returns each rank's value, or the exception it raised
-        (TimeoutError past ``seconds``).
+    def ranks(
+        self, calls: list, seconds: float | None = None, gloo: bool = False, fresh: bool = True
+    ) -> list:
+        """One call per rank, all running at once, each rank a process of its own
+        (``calls[r]``: rank r's argument tuple, sent to that rank only).  The ranks'
+        callbacks run here, where a callback may answer :class:`Later`: its answer waits
+        for the other ranks (the router of a ring, an all-reduce).  Returns each rank's
+        value, or the exception it raised (TimeoutError past ``seconds``).
 
-        ``gloo``: the ranks first join a torch.distributed gloo group of their own, and
-        :meth:`gloo_ring` stands for a comm over it; a rank whose group does not form
-        answers :class:`NotStarted` (the machine's failure, not the student's) only when
-        P's own gloo group does not form either, else a RuntimeError that is the
-        student's (:func:`whose_start`)."""
-        return self.rounds([calls], seconds, gloo)[0]
+        ``fresh`` (the default): each rank is started by the job's init, never by the
+        student's process, and runs the notebook again in namespaces of its own, sharing
+        no file, memory, descriptor or process with S or another rank: whatever the ranks
+        exchange goes through this process (:mod:`ranks`).  ``fresh=False``: the ranks are
+        forked from S, at a fork's cost instead of a notebook's, and may have served the
+        run of the check before, never one of this check's (:meth:`Channel.ranks`); they
+        can reach each other outside the comm, so the check must judge what the comm
+        delivered.  Where the sandbox has no init (its process mode, a probe in S), every
+        run is so.
 
-    def rounds(self, rounds: list, seconds: float | None = None, gloo: bool = False) -> list:
+        ``gloo``: the ranks, forked from S, first join a torch.distributed gloo group of
+        their own (gloo needs their shared loopback), and :meth:`gloo_ring` stands for a
+        comm over it; a rank whose group does not form answers :class:`NotStarted` (the
+        machine's failure, not the student's) only when P's own gloo group does not form
+        either, else a RuntimeError that is the student's (:func:`whose_start`)."""
+        return self.rounds([calls], seconds, gloo, fresh)[0]
+
+    def rounds(
+        self, rounds: list, seconds: float | None = None, gloo: bool = False, fresh: bool = True
+    ) -> list:
         """Several calls per rank, as :meth:`ranks` makes one: ``rounds[k][r]`` is rank r's
         argument tuple in round k, and each rank makes its calls in order, in one process
         (a rank starts its next round once its call has returned, whatever the other
-        ranks do).  For properties that need no fresh process per call: one fork per rank
-        instead of one per call.  A round may have fewer calls than the largest: ranks
-        0 … n − 1 make them and the others skip it (t = 2, 4, 8 on 8 processes, not 14);
-        with ``gloo`` every round has one call per rank of the group.  Returns
+        ranks do).  For properties that need no fresh process per call: one process per
+        rank instead of one per call.  A round may have fewer calls than the largest:
+        ranks 0 … n − 1 make them and the others skip it (t = 2, 4, 8 on 8 processes, not
+        14); with ``gloo`` every round has one call per rank of the group.  Returns
         ``out[k][r]``; a rank whose process ended, timed out or never started answers that
         for every round left."""
         rounds = [[tuple(c) for c in calls] for calls in rounds]
@@ -884,7 +986,7 @@ class Student:
         if gloo and len({len(calls) for calls in rounds}) != 1:
             raise ValueError("a gloo run needs one call per rank of its group in every round")
         self._channel.calls += sum(len(calls) for calls in rounds)
-        outcomes = self._channel.ranks(self.__name__, rounds, seconds, gloo)
+        outcomes = self._channel.ranks(self.__name__, rounds, seconds, gloo, fresh=fresh)
         if gloo:  # the ranks have ended: a start failure they told is judged here
             outcomes = whose_start(self._channel, outcomes, self._channel.deadline)
         return outcomes
@@ -1225,9 +1327,12 @@ def install_library() -> None:
         sys.meta_path.insert(0, _Library())
 
 
-def run(probes: list[dict], fd: int, result_fd: int, limits: dict) -> None:
+def run(
+    probes: list[dict], fd: int, result_fd: int, limits: dict, fresh: int | None = None
+) -> None:
     """Wait for S to have run the cells (and sent its harvest), then run each probe in turn;
-    write the results once.  With no probe, P only waits: S then ends when P does."""
+    write the results once.  With no probe, P only waits: S then ends when P does.
+    ``fresh``: P's socket to the job's init, which starts fresh ranks (namespaces mode)."""
     start = time.monotonic()
     wall = float(limits["wall_seconds"])
     # past this, S is not waited for: P reports and ends, and the executor ends S (after
@@ -1236,6 +1341,8 @@ def run(probes: list[dict], fd: int, result_fd: int, limits: dict) -> None:
     install_library()
     channel = Channel(fd, deadline)
     channel.keep_ranks = True
+    if fresh is not None:
+        channel.fresh = socket.socket(fileno=fresh)
     results: dict[str, dict] = {}
     budget = max(1024, int(limits.get("harvest_bytes", 16 << 20)) // max(1, len(probes)))
     try:

@@ -1,0 +1,197 @@
+"""Fresh ranks: the processes of a multi-rank check, started by the job's init for the probe
+process P, never forked from the student's process S.
+
+A rank forked from S inherits whatever the notebook made there: its files, shared memory,
+pipes, a thread or a process that relays.  A fresh rank inherits none of it.  The job's init
+(trusted: the student's code never ran in it) forks it from its own state, each rank
+
+- PID 1 of a PID namespace of its own: it sees no other process, neither S nor another rank;
+- in mount, network, IPC and UTS namespaces of its own: an empty /tmp (its working folder),
+  /dev/shm and /var/tmp, its own loopback, no System V object of anyone else;
+- holding no descriptor but its end of P's socket (and /dev/null);
+- in the job's memory cgroup, under the slot's uid with the student's limits;
+
+then it runs the notebook's cells again, there, and serves P's calls as one rank
+(:func:`harness.serve_fresh_rank`).  Whatever the ranks exchange goes through P.
+
+The protocol on P's socket (``SOCK_SEQPACKET``, one JSON message each):
+``{"op": "ranks", "id": N, "world": W}`` is answered ``{"op": "ranks", "id": N}`` with the
+W sockets attached (or ``{"op": "raised", "id": N, "message": ...}``);
+``{"op": "end", "id": N}`` kills that set and is answered ``{"op": "ended", "id": N}`` once
+every process of it has ended (its memory freed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import traceback
+
+from . import harness
+from .linux import CLONE_NEWPID, PR_SET_PDEATHSIG, check, libc, prctl, unshare
+from .memory import JobMemory
+from .process import (
+    HOME,
+    WORKDIR,
+    child_signals,
+    drop,
+    fds_onto,
+    os_exit,
+    place_notebook,
+    private_scratch,
+    student_env,
+)
+
+PROBE_FD_RANKS = 8  # P's end of the socket to the job's init (namespaces mode only)
+RANK_FD_CHANNEL = 3  # a fresh rank's end of its socket to P
+
+
+class FreshRanks:
+    """The job's init's side: starts and ends the sets of fresh ranks P asks for."""
+
+    def __init__(self, req: dict, notebook: bytes, keep: list[str], memory: JobMemory):
+        self.req = req
+        self.notebook = notebook  # as submitted: S may have rewritten its copy since
+        self.keep = keep
+        self.procs = os.dup(memory.procs) if memory.procs >= 0 else -1  # the job's cgroup
+        self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+        self.init_end, self.p_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.fd = self.init_end.fileno()
+        self.open = True
+        self.sets: dict[int, list[int]] = {}  # set id -> the pids of its ranks
+
+    def close_all(self) -> None:
+        """In a child of init that is neither P nor a rank: none of this stays open."""
+        for fd in (self.procs, self.own_pidns):
+            if fd >= 0:
+                os.close(fd)
+        self.init_end.close()
+        self.p_end.close()
+
+    def probe_end(self) -> int:
+        """In P's process, right after its fork: P's end, and nothing else of init's."""
+        self.init_end.close()
+        for fd in (self.procs, self.own_pidns):
+            if fd >= 0:
+                os.close(fd)
+        return self.p_end.fileno()
+
+    def started(self) -> None:
+        """In init, once P is forked: P's end is P's alone."""
+        self.p_end.close()
+
+    def serve(self) -> None:
+        """One request of P (its socket is readable)."""
+        try:
+            msg = self.init_end.recv(65536)
+        except OSError:
+            msg = b""
+        if not msg:  # P is gone
+            self.open = False
+            self.end_all()
+            return
+        try:
+            req = json.loads(msg)
+            rid = req["id"]
+        except (ValueError, KeyError, TypeError):
+            return
+        if req.get("op") == "ranks":
+            self._start(rid, req.get("world"))
+        elif req.get("op") == "end":
+            self._end(self.sets.pop(rid, []))
+            self._send({"op": "ended", "id": rid})
+
+    def end_all(self) -> None:
+        for pids in self.sets.values():
+            self._end(pids)
+        self.sets.clear()
+
+    def _send(self, msg: dict, fds: list[int] = ()) -> None:
+        try:
+            socket.send_fds(self.init_end, [json.dumps(msg).encode()], list(fds))
+        except OSError:
+            self.open = False
+
+    def _start(self, rid, world) -> None:
+        room = harness.MAX_RANKS - sum(len(pids) for pids in self.sets.values())
+        if type(world) is not int or not 1 <= world <= room or rid in self.sets:
+            why = f"between 1 and {room} fresh ranks"
+            self._send({"op": "raised", "id": rid, "message": why})
+            return
+        pids, ends = [], []
+        try:
+            for rank in range(world):
+                mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                ends.append(mine)
+                pids.append(self._fork(theirs, rank, world))
+                theirs.close()
+        except OSError as err:
+            self._end(pids)
+            for end in ends:
+                end.close()
+            self._send({"op": "raised", "id": rid, "message": f"could not start: {err}"})
+            return
+        self.sets[rid] = pids
+        self._send({"op": "ranks", "id": rid}, [end.fileno() for end in ends])
+        for end in ends:
+            end.close()
+
+    def _fork(self, channel: socket.socket, rank: int, world: int) -> int:
+        """The rank's process, PID 1 of a PID namespace of its own."""
+        unshare(CLONE_NEWPID)
+        try:
+            pid = os.fork()
+        except BaseException:
+            check(libc.setns(self.own_pidns, CLONE_NEWPID), "setns")
+            raise
+        if pid == 0:
+            _rank(self, channel.fileno(), rank, world)  # never returns
+        check(libc.setns(self.own_pidns, CLONE_NEWPID), "setns")
+        return pid
+
+    @staticmethod
+    def _end(pids: list[int]) -> None:
+        """Kill each rank (PID 1 of its namespace: with it, all it started) and reap it."""
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in pids:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass  # reaped already by the job's wait (it had ended by itself)
+
+
+def _rank(ranks: FreshRanks, channel: int, rank: int, world: int) -> None:
+    """The fresh rank's process: its namespaces and scratch, the cgroup, the descriptors,
+    the limits and uid; then the notebook again, and P's calls.  Never returns."""
+    code = 0
+    try:
+        child_signals()
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        req = ranks.req
+        private_scratch(req["limits"], ranks.keep)
+        path = place_notebook(ranks.notebook, req["notebook_name"], req["uid"])
+        if ranks.procs >= 0:
+            os.write(ranks.procs, b"0")  # into the job's memory cgroup (0: the writer)
+        os.setsid()
+        null_r, null_w = os.open("/dev/null", os.O_RDONLY), os.open("/dev/null", os.O_WRONLY)
+        fds_onto({0: null_r, 1: null_w, 2: null_w, RANK_FD_CHANNEL: channel})
+        limits = req["limits"]
+        drop(req, limits, req["uid"], limits.get("address_space", True) or ranks.procs < 0)
+        os.environ.clear()
+        os.environ.update(student_env(HOME, "/tmp"))
+        os.chdir(WORKDIR)
+        harness.serve_fresh_rank(path, RANK_FD_CHANNEL, rank, world)
+    except BaseException:  # noqa: BLE001 - P hears the channel close
+        code = 1
+        try:
+            os.write(2, f"scalegrade rank: {traceback.format_exc()}"[-4000:].encode())
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        os_exit(code)

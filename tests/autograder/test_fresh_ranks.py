@@ -1,0 +1,84 @@
+"""Fresh ranks (autograder/sandbox/inside/ranks.py): the processes of a multi-rank check are
+started by the job's init, not forked from the student's process, and each runs the notebook
+again in namespaces of its own.  What the issue asks of them (issue 36, item 1): a private,
+empty working folder, /tmp and /dev/shm each; no descriptor beyond the channel to the probe
+process; no process of the student's, nor another rank, within reach.
+
+Each rank below reports what it finds after every rank has written a file of its own into
+each scratch folder and S has written one too; in the process sandbox (no namespaces, no
+init) the ranks are forked from S, as ``Student.ranks`` says, and this test does not apply.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from autograder.sandbox import Limits, Plan, Probe
+from tests.autograder.test_sandbox import notebook
+from tests.sandboxes import everywhere
+
+LIMITS = Limits(wall_seconds=60.0, cpu_seconds=60, memory_bytes=3 << 30)
+sandbox = everywhere(LIMITS)  # on the host, then in the grading image
+
+WORLD = 4
+PROBE = f"""
+def probe(student, seed, params):
+    out = student.ranks([(r,) for r in range({WORLD})], seconds=20)
+    return [o if isinstance(o, dict) else f"{{type(o).__name__}}: {{o}}" for o in out]
+"""
+CELLS = """
+import os, time, mmap, threading
+
+SHARED = mmap.mmap(-1, 4096)  # MAP_SHARED: forked ranks would all see it
+READ, WRITE = os.pipe()  # inherited by forked ranks
+for folder in (".", "/tmp", "/dev/shm"):
+    open(os.path.join(folder, f"made-by-{os.getpid()}-{time.monotonic_ns()}"), "w").close()
+threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+SHARED[0] += 1
+
+
+def where(rank):
+    for folder in (".", "/tmp", "/dev/shm"):
+        open(os.path.join(folder, f"rank-{rank}"), "w").close()
+    time.sleep(0.5)  # every rank has written its own by now
+    return {
+        "files": {f: sorted(n for n in os.listdir(f) if n.startswith("rank-"))
+                  for f in (".", "/tmp", "/dev/shm")},
+        "made": sum(n.startswith("made-by-") for f in (".", "/tmp", "/dev/shm")
+                    for n in os.listdir(f)),
+        "shared": SHARED[0],
+        "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
+        "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+        "threads": threading.active_count(),
+        "uid": os.getuid(),
+    }
+"""
+
+
+def _reports(sandbox, tmp_path) -> list:
+    plan = Plan((), (Probe("q1-where", "where", PROBE, 7, {}, isolated=True),))
+    outcome = sandbox.run(notebook(tmp_path / "nb.ipynb", CELLS), plan)
+    assert outcome.error is None, (outcome.error, outcome.log[-2000:])
+    probe = outcome.harvest["probes"]["q1-where"]
+    assert probe["ok"], probe
+    return probe["result"]
+
+
+def test_each_fresh_rank_has_its_own_folders_descriptors_and_processes(sandbox, tmp_path):
+    if sandbox.isolation == "process":
+        pytest.skip("the process sandbox has no init: its ranks are forked from S")
+    reports = _reports(sandbox, tmp_path)
+    assert len(reports) == WORLD and all(isinstance(r, dict) for r in reports), reports
+    for rank, seen in enumerate(reports):
+        mine = [f"rank-{rank}"]
+        # its own scratch: the file it wrote, no other rank's, and only its own run's
+        # made-by file in each folder (S's are not there)
+        assert seen["files"] == {".": mine, "/tmp": mine, "/dev/shm": mine}, seen
+        assert seen["made"] == 3, seen
+        assert seen["shared"] == 1, seen  # its own mapping, made by its own run of the cell
+        # 0-2 on /dev/null, 3 to the probe process, its own pipe from the cell, and the
+        # descriptor that lists them: nothing inherited
+        assert len(seen["fds"]) == 7 and seen["fds"][:4] == [0, 1, 2, 3], seen
+        assert seen["pids"] == [1], seen  # PID 1 of its own namespace: no S, no other rank
+        assert seen["threads"] == 2, seen  # the main one and its own cell's sleeper
+    assert len({r["uid"] for r in reports}) == 1
