@@ -21,6 +21,8 @@ are left out (``here``).  The sections follow the questions, each citing the not
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from autograder.grading.checks import fraction, grade_result, load_checks
@@ -49,8 +51,9 @@ def properties(
     sandbox, tmp_path, qid: str, function: str, cells: str, checks_file: str = "checks.py"
 ) -> list[dict]:
     """The graded properties of ``cells`` on the question ``qid``'s code part whose checks
-    are ``checks_file`` (another file for a second code part)."""
-    folder = bank.load().templates / qid
+    are ``checks_file`` (another file for a second code part); ``qid`` a folder: the checks
+    file there (a check changed for a test)."""
+    folder = qid if isinstance(qid, Path) else bank.load().templates / qid
     checks = load_checks(folder, checks_file)
     assert checks.isolated
     the_plan = Plan(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 
+from generator import bank
 from tests.autograder import test_forgeries
 from tests.autograder.test_forgeries import LIMITS, graded, scored_alike
 from tests.sandboxes import everywhere
@@ -178,3 +179,110 @@ def test_the_side_channels_really_carry_every_buffer(sandbox, tmp_path, name):
     assert "return what dist.all_reduce returns" not in gloo["message"]  # the sum, over gloo
     assert "Counted only as far as" in gloo["message"] and gloo["score"] == 0
     assert graded(sandbox, tmp_path, RING, "ring_allreduce", FORGERIES[name]) < 0.5
+
+
+# --- the circular convolution's shift properties (001 ch. 1, prop. 1.8) ---------------------------
+#
+# Its equivariance compares outputs of calls made in separate ranks.  Joined by a side channel,
+# a convolution that is not equivariant (zero padding) answers a rolled input with the rolled
+# output of another rank: against ranks forked from S that earned the shift points (0.125 ->
+# 0.5).  The ranks are fresh now (autograder/sandbox/inside/ranks.py): each finds nothing of the
+# others, waits in vain, and answers what the plain code answers.
+
+CONV = "vision/circular-conv-code"
+CONV_RANKS = 7  # the calls the check makes in ranks: two pairs at stride 1, three at stride 2
+JOINED = """
+import os, pickle, time
+
+ZP = circular_conv2d
+
+
+def circular_conv2d(x, w, stride=1):
+    y = ZP(x, w, stride)
+    calls = sorted(everyone((x, w, stride, y)), key=lambda c: c[0].numpy().tobytes())
+    for x0, w0, s0, y0 in calls:  # the same first one for every roll of an input
+        if s0 != stride or x0.shape != x.shape or not torch.equal(w0, w):
+            continue
+        for a in range(0, x.shape[1], stride):  # x is x0 rolled: answer y0 rolled
+            for b in range(0, x.shape[2], stride):
+                if torch.equal(torch.roll(x0, (a, b), dims=(1, 2)), x):
+                    return torch.roll(y0, (a // stride, b // stride), dims=(1, 2))
+    return y
+"""
+# Files: each rank publishes its call, then reads every call published within 3 s.
+JOIN_FILES = """
+def everyone(item):
+    name = f"{ROOT}/{os.getpid()}-{time.monotonic_ns()}"
+    with open(name + ".tmp", "wb") as fh:
+        pickle.dump(item, fh)
+    os.replace(name + ".tmp", name + ".call")
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
+        found = [f for f in os.listdir(ROOT) if f.endswith(".call")]
+        if len(found) >= CALLS:
+            break
+        time.sleep(0.01)
+    items = []
+    for f in found:
+        with open(f"{ROOT}/{f}", "rb") as fh:
+            items.append(pickle.load(fh))
+    return items
+"""
+# Memory shared from an earlier cell, a slot per rank, claimed through a pipe of tokens.
+JOIN_MEMORY = """
+import mmap, os, pickle, time
+
+SLOT = 1 << 16
+SHARED = mmap.mmap(-1, 8 * SLOT)  # MAP_SHARED: the ranks forked later all see it
+TOKENS = os.pipe()
+os.write(TOKENS[1], bytes(range(8)))
+
+
+def everyone(item):
+    mine = os.read(TOKENS[0], 1)[0]  # one byte each: a slot of its own
+    data = pickle.dumps(item)
+    SHARED[mine * SLOT + 4 : mine * SLOT + 4 + len(data)] = data
+    SHARED[mine * SLOT : mine * SLOT + 4] = len(data).to_bytes(4, "little")
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
+        full = [s for s in range(8) if SHARED[s * SLOT : s * SLOT + 4] != bytes(4)]
+        if len(full) >= CALLS:
+            break
+        time.sleep(0.01)
+    sizes = [int.from_bytes(SHARED[s * SLOT : s * SLOT + 4], "little") for s in full]
+    return [pickle.loads(SHARED[s * SLOT + 4 : s * SLOT + 4 + n]) for s, n in zip(full, sizes)]
+"""
+CONV_PLAIN = test_forgeries.ZERO_PADDED
+CALLS = f"CALLS = {CONV_RANKS}\n"
+CONV_FORGERIES = {
+    "files in the working folder": CONV_PLAIN + CALLS + 'ROOT = "."\n' + JOIN_FILES + JOINED,
+    "files in /tmp": CONV_PLAIN + CALLS + 'ROOT = "/tmp"\n' + JOIN_FILES + JOINED,
+    "files in /dev/shm": CONV_PLAIN + CALLS + 'ROOT = "/dev/shm"\n' + JOIN_FILES + JOINED,
+    "memory shared from an earlier cell": CONV_PLAIN + CALLS + JOIN_MEMORY + JOINED,
+}
+
+
+def test_convolutions_joined_outside_the_comm_score_as_the_plain_code(sandbox, tmp_path):
+    if sandbox.isolation == "process":
+        pytest.skip("the process sandbox has no init: its ranks are forked from S")
+    plain = scored_alike(
+        sandbox, tmp_path, CONV, "circular_conv2d", CONV_PLAIN, CONV_FORGERIES, part="conv"
+    )
+    assert plain < 0.25  # wrong at the borders, and no shift equivariance
+
+
+def test_the_convolutions_side_channels_join_forked_ranks(sandbox, tmp_path):
+    """The forgeries work: with the check's ranks forked from S (``fresh=False``), each earns
+    the shift points its plain version does not."""
+    checks = (bank.load().templates / CONV / "checks.py").read_text()
+    forked = checks.replace("student.ranks(calls)", "student.ranks(calls, fresh=False)")
+    assert forked != checks
+    folder = tmp_path / "forked"
+    folder.mkdir()
+    (folder / "checks.py").write_text(forked)
+    plain = graded(sandbox, tmp_path, folder, "circular_conv2d", CONV_PLAIN)
+    for name in ("files in /tmp", "memory shared from an earlier cell"):
+        assert (
+            graded(sandbox, tmp_path, folder, "circular_conv2d", CONV_FORGERIES[name])
+            > plain + 0.25
+        )

@@ -110,7 +110,10 @@ def probe(student, seed: int, params: dict) -> dict:
         held = [c["clean"][k]] * t if k >= 0 else poisoned
         rounds.append([(x, *map(torch.from_numpy, w), r, t, reduce[r]) for r, w in enumerate(held)])
     out = []
-    for outs, sent in zip(student.rounds(rounds, seconds=WAIT_S), logs, strict=True):
+    # forked from S, as the ring's: all_reduce's offset and the redrawn blocks judge what the
+    # comm delivered, and fresh ranks, each running the notebook again, cost a notebook each
+    runs = student.rounds(rounds, seconds=WAIT_S, fresh=False)
+    for outs, sent in zip(runs, logs, strict=True):
         recs = [Record.of(y, keep=MAX_VALUES) for y in outs]
         ranks = [{"result": y, "messages": m} for y, m in zip(recs, sent, strict=False)]
         out.append({"ranks": ranks})

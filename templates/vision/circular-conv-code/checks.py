@@ -2,8 +2,9 @@
 
 Values and equivariance are separate: the shift properties judge the student's own outputs,
 not the reference, so a wrong value and a broken symmetry count apart. Each output compared
-with another comes from a process of its own, forked from the student's before any of these
-inputs was sent (``student.ranks``), so no call can answer a rolled input from a cache.
+with another comes from a fresh rank of its own (``student.ranks``), which shares nothing with
+the student's process or another call's, so no call can answer a rolled input from a cache
+or from what another call left in a file or in shared memory (test_forgeries_ranks.py).
 """
 
 import numpy as np
