@@ -82,3 +82,55 @@ def test_each_fresh_rank_has_its_own_folders_descriptors_and_processes(sandbox, 
         assert seen["pids"] == [1], seen  # PID 1 of its own namespace: no S, no other rank
         assert seen["threads"] == 2, seen  # the main one and its own cell's sleeper
     assert len({r["uid"] for r in reports}) == 1
+
+
+# A gloo set of fresh ranks: one network namespace made for the set (gloo needs a network),
+# nothing else shared.  Each rank passes every rank's number once round the ring over gloo
+# (p − 1 steps, each ends with all of them); the notebook runs in each rank as a
+# torch.multiprocessing.spawn worker runs its main module, its __main__ block in S alone.
+GLOO_PROBE = f"""
+def probe(student, seed, params):
+    calls = [(r, {WORLD}, student.gloo_ring()) for r in range({WORLD})]
+    out = student.ranks(calls, seconds=60, gloo=True)
+    return [o if isinstance(o, dict) else f"{{type(o).__name__}}: {{o}}" for o in out]
+"""
+GLOO_CELLS = """
+import os, time
+
+MAIN_RAN = 0
+if __name__ == "__main__":  # S runs it; a fresh rank does not
+    MAIN_RAN = 1
+
+
+def around(rank, world, comm):
+    open(f"/tmp/rank-{rank}", "w").close()
+    seen, carried = {rank}, [float(rank)]
+    for _ in range(world - 1):
+        carried = list(comm.send_recv(carried))
+        seen.update(int(v) for v in carried)
+    time.sleep(0.2)
+    return {
+        "seen": sorted(seen),
+        "tmp": sorted(n for n in os.listdir("/tmp") if n.startswith("rank-")),
+        "name": __name__,
+        "main_ran": MAIN_RAN,
+        "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+    }
+"""
+
+
+def test_a_gloo_set_of_fresh_ranks_shares_its_network_alone(sandbox, tmp_path):
+    if sandbox.isolation == "process":
+        pytest.skip("the process sandbox has no init: its ranks are forked from S")
+    plan = Plan(("MAIN_RAN",), (Probe("q1-around", "around", GLOO_PROBE, 7, {}, isolated=True),))
+    outcome = sandbox.run(notebook(tmp_path / "nb.ipynb", GLOO_CELLS), plan)
+    assert outcome.error is None, (outcome.error, outcome.log[-2000:])
+    assert outcome.harvest["answers"]["MAIN_RAN"]["value"] == 1  # S ran the __main__ block
+    probe = outcome.harvest["probes"]["q1-around"]
+    assert probe["ok"], probe
+    for rank, seen in enumerate(probe["result"]):
+        assert isinstance(seen, dict), seen
+        assert seen["seen"] == list(range(WORLD)), seen  # the numbers went round over gloo
+        assert seen["tmp"] == [f"rank-{rank}"], seen  # its own /tmp
+        assert seen["name"] == "__mp_main__" and seen["main_ran"] == 0, seen
+        assert seen["pids"] == [1], seen

@@ -506,10 +506,10 @@ def _sync(coro):
     raise RuntimeError(f"{coro!r} needs a running event loop")
 
 
-def run_cells(notebook_path: str) -> list[dict] | str:
-    """Run the notebook's code cells in order, each failure recorded and the next cells
-    run: one record per cell, or why the notebook cannot be read.  A process a cell forked
-    ends here, never returns into the caller."""
+def run_cells(notebook_path: str, name: str = "__main__") -> list[dict] | str:
+    """Run the notebook's code cells in order, as module ``name``, each failure recorded
+    and the next cells run: one record per cell, or why the notebook cannot be read.  A
+    process a cell forked ends here, never returns into the caller."""
     global _main_pid
     main_pid = _main_pid = _getpid()
     if sys.path[:1] != [""]:
@@ -523,6 +523,7 @@ def run_cells(notebook_path: str) -> list[dict] | str:
     if shell is None:
         prepare()
         shell = _shell
+    shell.user_ns["__name__"] = name
     records = []
     run_cell = _type(shell).run_cell
     run_async = _type(shell).run_cell_async
@@ -571,11 +572,20 @@ def run_submission(notebook_path: str, plan: dict, result_fd: int, limits: dict)
     _send(result_fd, {"harvest": {"cells": records, "answers": answers, "probes": probes}}, cap)
 
 
-def serve_fresh_rank(notebook_path: str, fd: int, rank: int, world: int) -> None:
+SPAWNED_NAME = "__mp_main__"  # a fresh rank's __name__, as multiprocessing's spawn gives
+
+
+def serve_fresh_rank(notebook_path: str, fd: int, rank: int, world: int, gloo=None) -> None:
     """A fresh rank (started by the job's init, not forked from S): run the notebook's
     cells again, here, then serve P's calls as rank ``rank`` of ``world`` over ``fd``.
+    The cells run as a worker of ``torch.multiprocessing.spawn`` runs its main module:
+    ``__name__`` is ``"__mp_main__"``, so what a cell keeps under
+    ``if __name__ == "__main__":`` (its demo, its own tests) runs in S only, once.
+    ``gloo``: the rank joins its set's gloo group first (its store, :func:`_join_gloo`).
     A notebook that cannot be read serves nothing: P hears the channel close."""
-    if _type(run_cells(notebook_path)) is _str or _shell is None:
+    if _type(run_cells(notebook_path, SPAWNED_NAME)) is _str or _shell is None:
+        return
+    if gloo is not None and not _join_gloo(fd, gloo, rank, world):
         return
     import signal
 
@@ -716,7 +726,9 @@ class _Server:
                         os.close(self.fd)
                         server = _Server(theirs.fileno(), self.ns)
                         server.rank = (r, world)
-                        if store is not None and not _join_gloo(theirs.fileno(), store, r, world):
+                        if store is not None and not _join_gloo(
+                            theirs.fileno(), _gloo_meeting(store, r), r, world
+                        ):
                             return
                         server.loop()
                     except BaseException:  # noqa: BLE001
@@ -1046,8 +1058,22 @@ def _gloo_store():
         return f"file://{os.path.join(folder, 'store')}"
 
 
+def _gloo_meeting(store, rank: int):
+    """What rank ``rank`` of a set forked here gets of :func:`_gloo_store`'s store: the
+    file store's URL, or (host, port, the listening socket's descriptor for rank 0)."""
+    if _type(store) is _str:
+        return store
+    host, port = store.getsockname()
+    if rank == 0:
+        return host, port, store.fileno()
+    store.close()
+    return host, port, None
+
+
 def _join_gloo(fd: int, store, rank: int, world: int) -> bool:
-    """In a rank's process: join the gloo group; on failure tell P (its ``ready`` says why)."""
+    """In a rank's process: join the gloo group whose store is ``store`` (a file store's
+    URL, or host, port and, for rank 0, the descriptor of the socket it listens on); on
+    failure tell P (its ``ready`` says why)."""
     from datetime import timedelta
 
     try:
@@ -1062,12 +1088,9 @@ def _join_gloo(fd: int, store, rank: int, world: int) -> bool:
                 "gloo", init_method=store, rank=rank, world_size=world, timeout=timeout
             )
         else:
-            host, port = store.getsockname()
-            listening = store.fileno() if rank == 0 else None
+            host, port, listening = store
             tcp = dist.TCPStore(host, port, world, rank == 0, timeout, wait_for_workers=False,
                                 master_listen_fd=listening)  # fmt: skip
-            if rank:
-                store.close()
             dist.init_process_group("gloo", store=tcp, rank=rank, world_size=world, timeout=timeout)
     except BaseException as err:  # noqa: BLE001 - whose, P judges (prober.whose_start)
         wire.send(fd, {"op": "ready", "error": _error_text(err)[:MAX_ERROR_CHARS]})

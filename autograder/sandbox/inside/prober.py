@@ -365,8 +365,7 @@ class Channel:
     ) -> list:
         """``name`` once per rank and round, the ranks at once, each rank a process forked
         from S, which hands over a socket to each: see :meth:`Student.rounds`; ``fresh``
-        (not with gloo, and where the job's init serves them): fresh ranks instead
-        (:meth:`_fresh_run`).
+        (where the job's init serves them): fresh ranks instead (:meth:`_fresh_run`).
 
         The ranks of a run without gloo are kept for the next check's run (``pool``,
         where ``keep_ranks``: in the probe process, not in :func:`in_process`), which takes
@@ -379,8 +378,8 @@ class Channel:
         here right before each call is sent to its rank (a meter's reset)."""
         if self.gone:
             raise StudentGone(self.gone)
-        if fresh and not gloo and self.fresh is not None:
-            return self._fresh_run(name, rounds, seconds, before)
+        if fresh and self.fresh is not None:
+            return self._fresh_run(name, rounds, seconds, before, gloo)
         if not gloo:
             if self.pool and (self.asked or self.pool_owner == self.probe):
                 self.end_pool()
@@ -445,14 +444,15 @@ class Channel:
                 except OSError:
                     pass
 
-    def _fresh_run(self, name: str, rounds: list, seconds: float | None, before) -> list:
+    def _fresh_run(self, name: str, rounds: list, seconds: float | None, before, gloo) -> list:
         """The rounds on fresh ranks, started by the job's init (:mod:`ranks`): each runs
-        the notebook again in namespaces of its own, which takes what the job's wall limit
-        allows; then the calls have ``seconds``.  The set ends after the run."""
+        the notebook again in namespaces of its own (and joins its set's gloo group), which
+        takes what the job's wall limit allows; then the calls have ``seconds``.  The set
+        ends after the run."""
         world = max(len(calls) for calls in rounds)
         self.next_id += 1
         rid = self.next_id
-        socks = self._fresh_sockets(rid, world)
+        socks = self._fresh_sockets(rid, world, gloo)
         if isinstance(socks, Exception):
             return [[socks] * len(calls) for calls in rounds]
         outer, self.phase = self.phase, "ranks"
@@ -466,10 +466,11 @@ class Channel:
             self.phase = outer
             self._fresh_end(rid, socks)
 
-    def _fresh_sockets(self, rid: int, world: int) -> list[int] | Exception:
+    def _fresh_sockets(self, rid: int, world: int, gloo: bool) -> list[int] | Exception:
         """Ask the job's init for ``world`` fresh ranks: their sockets, or why not."""
+        ask = {"op": "ranks", "id": rid, "world": world, "gloo": bool(gloo)}
         try:
-            self.fresh.send(json.dumps({"op": "ranks", "id": rid, "world": world}).encode())
+            self.fresh.send(json.dumps(ask).encode())
             msg, fds = self._fresh_reply(rid, world)
         except OSError as err:
             return RuntimeError(f"the sandbox could not start the ranks: {err}")
@@ -497,7 +498,8 @@ class Channel:
 
     def _await_ready(self, socks: list[int]) -> Exception | None:
         """Each fresh rank's word that it ran the notebook and serves (within the job's
-        deadline: the notebook's cells take in each rank what they took in S)."""
+        deadline: the notebook's cells take in each rank what they took in S), or that its
+        gloo group did not form (:class:`NotStarted`, judged by :func:`whose_start`)."""
         for r, fd in enumerate(socks):
             try:
                 msg, _ = wire.recv(fd, self.deadline)
@@ -507,6 +509,8 @@ class Channel:
                 return RuntimeError(f"rank {r}'s process ended while it ran the notebook's cells")
             if msg.get("op") != "ready":
                 return RuntimeError(f"rank {r}'s process sent something else than its start")
+            if msg.get("error") is not None:
+                return NotStarted(str(msg["error"])[:MAX_ERROR_CHARS])
         return None
 
     def _fresh_end(self, rid: int, socks: list[int]) -> None:
@@ -787,8 +791,8 @@ def _gloo_check_rank(server, rank: int, w: int) -> None:  # pragma: no cover - i
 
 
 def whose_start(channel: Channel, outcomes: list, until: float) -> list:
-    """A gloo run's outcomes, each :class:`NotStarted` judged: a rank's process is forked
-    from S, so its word that its group did not form is the student's to give (a notebook
+    """A gloo run's outcomes, each :class:`NotStarted` judged: a rank's process ran the
+    notebook, so its word that its group did not form is the student's to give (a notebook
     that patches ``torch.distributed.TCPStore`` makes every rank say it).  It stays a
     NotStarted, the machine's failure, only when P's own gloo group does not form either
     (:func:`gloo_starts_here`, run once per job, after the student's ranks have ended);
@@ -952,7 +956,8 @@ class Student:
         value, or the exception it raised (TimeoutError past ``seconds``).
 
         ``fresh`` (the default): each rank is started by the job's init, never by the
-        student's process, and runs the notebook again in namespaces of its own, sharing
+        student's process, and runs the notebook again in namespaces of its own (with
+        ``__name__ == "__mp_main__"``, as a worker of torch.multiprocessing.spawn), sharing
         no file, memory, descriptor or process with S or another rank: whatever the ranks
         exchange goes through this process (:mod:`ranks`).  ``fresh=False``: the ranks are
         forked from S, at a fork's cost instead of a notebook's, and may have served the
@@ -961,8 +966,9 @@ class Student:
         delivered.  Where the sandbox has no init (its process mode, a probe in S), every
         run is so.
 
-        ``gloo``: the ranks, forked from S, first join a torch.distributed gloo group of
-        their own (gloo needs their shared loopback), and :meth:`gloo_ring` stands for a
+        ``gloo``: the ranks first join a torch.distributed gloo group of their own (fresh
+        ranks share one network namespace, made for the set: gloo needs a network, and
+        that loopback is all they share), and :meth:`gloo_ring` stands for a
         comm over it; a rank whose group does not form answers :class:`NotStarted` (the
         machine's failure, not the student's) only when P's own gloo group does not form
         either, else a RuntimeError that is the student's (:func:`whose_start`)."""

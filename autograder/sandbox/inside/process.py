@@ -111,19 +111,21 @@ def child_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
-def private_scratch(limits: dict, keep: list[str]) -> int:
+def private_scratch(limits: dict, keep: list[str], network: bool = True) -> int:
     """Namespaces of this process's own (mount, network, IPC, UTS): a fresh /proc, empty
     tmpfs on /tmp, /dev/shm and /var/tmp, loopback up.  Run as root, before any student
-    code runs here; the size of each scratch tmpfs, in bytes."""
+    code runs here; the size of each scratch tmpfs, in bytes.  ``network=False``: the
+    network namespace is the caller's (a gloo group's ranks share one)."""
     tmp_size = max(16 << 20, 4 * int(limits["file_bytes"]))
-    unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+    unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (CLONE_NEWNET if network else 0))
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
     scratch_tmpfs("/tmp", f"size={tmp_size},nr_inodes=65536,mode=1777", keep)
     for path in ("/dev/shm", "/var/tmp"):
         if os.path.isdir(path) and not os.path.islink(path):
             scratch_tmpfs(path, f"size={tmp_size},mode=1777", keep)
     libc.sethostname(b"sandbox", 7)
-    loopback_up()  # its own loopback: local sockets (gloo) work, reach nothing else
+    if network:
+        loopback_up()  # its own loopback: local sockets (gloo) work, reach nothing else
     return tmp_size
 
 

@@ -7,16 +7,19 @@ pipes, a thread or a process that relays.  A fresh rank inherits none of it.  Th
 
 - PID 1 of a PID namespace of its own: it sees no other process, neither S nor another rank;
 - in mount, network, IPC and UTS namespaces of its own: an empty /tmp (its working folder),
-  /dev/shm and /var/tmp, its own loopback, no System V object of anyone else;
-- holding no descriptor but its end of P's socket (and /dev/null);
+  /dev/shm and /var/tmp, its own loopback, no System V object of anyone else; the ranks of
+  a gloo set share one network namespace, made for the set, where they meet: gloo needs a
+  network, and that loopback is all they share;
+- holding no descriptor but its end of P's socket (and /dev/null; rank 0 of a gloo set,
+  the listening socket of the set's store);
 - in the job's memory cgroup, under the slot's uid with the student's limits;
 
 then it runs the notebook's cells again, there, and serves P's calls as one rank
 (:func:`harness.serve_fresh_rank`).  Whatever the ranks exchange goes through P.
 
 The protocol on P's socket (``SOCK_SEQPACKET``, one JSON message each):
-``{"op": "ranks", "id": N, "world": W}`` is answered ``{"op": "ranks", "id": N}`` with the
-W sockets attached (or ``{"op": "raised", "id": N, "message": ...}``);
+``{"op": "ranks", "id": N, "world": W, "gloo": G}`` is answered ``{"op": "ranks", "id": N}``
+with the W sockets attached (or ``{"op": "raised", "id": N, "message": ...}``);
 ``{"op": "end", "id": N}`` kills that set and is answered ``{"op": "ended", "id": N}`` once
 every process of it has ended (its memory freed).
 """
@@ -30,8 +33,9 @@ import socket
 import traceback
 
 from . import harness
-from .linux import CLONE_NEWPID, PR_SET_PDEATHSIG, check, libc, prctl, unshare
+from .linux import CLONE_NEWNET, CLONE_NEWPID, PR_SET_PDEATHSIG, check, libc, prctl, unshare
 from .memory import JobMemory
+from .mounts import loopback_up
 from .process import (
     HOME,
     WORKDIR,
@@ -46,6 +50,7 @@ from .process import (
 
 PROBE_FD_RANKS = 8  # P's end of the socket to the job's init (namespaces mode only)
 RANK_FD_CHANNEL = 3  # a fresh rank's end of its socket to P
+RANK_FD_STORE = 4  # rank 0 of a gloo set: the listening socket of the group's store
 
 
 class FreshRanks:
@@ -57,6 +62,7 @@ class FreshRanks:
         self.keep = keep
         self.procs = os.dup(memory.procs) if memory.procs >= 0 else -1  # the job's cgroup
         self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+        self.own_netns = os.open("/proc/self/ns/net", os.O_RDONLY)
         self.init_end, self.p_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.fd = self.init_end.fileno()
         self.open = True
@@ -64,19 +70,20 @@ class FreshRanks:
 
     def close_all(self) -> None:
         """In a child of init that is neither P nor a rank: none of this stays open."""
-        for fd in (self.procs, self.own_pidns):
-            if fd >= 0:
-                os.close(fd)
+        self._close_own()
         self.init_end.close()
         self.p_end.close()
 
     def probe_end(self) -> int:
         """In P's process, right after its fork: P's end, and nothing else of init's."""
+        self._close_own()
         self.init_end.close()
-        for fd in (self.procs, self.own_pidns):
+        return self.p_end.fileno()
+
+    def _close_own(self) -> None:
+        for fd in (self.procs, self.own_pidns, self.own_netns):
             if fd >= 0:
                 os.close(fd)
-        return self.p_end.fileno()
 
     def started(self) -> None:
         """In init, once P is forked: P's end is P's alone."""
@@ -98,7 +105,7 @@ class FreshRanks:
         except (ValueError, KeyError, TypeError):
             return
         if req.get("op") == "ranks":
-            self._start(rid, req.get("world"))
+            self._start(rid, req.get("world"), req.get("gloo") is True)
         elif req.get("op") == "end":
             self._end(self.sets.pop(rid, []))
             self._send({"op": "ended", "id": rid})
@@ -114,18 +121,22 @@ class FreshRanks:
         except OSError:
             self.open = False
 
-    def _start(self, rid, world) -> None:
+    def _start(self, rid, world, gloo: bool) -> None:
         room = harness.MAX_RANKS - sum(len(pids) for pids in self.sets.values())
         if type(world) is not int or not 1 <= world <= room or rid in self.sets:
             why = f"between 1 and {room} fresh ranks"
             self._send({"op": "raised", "id": rid, "message": why})
             return
-        pids, ends = [], []
+        pids, ends, store = [], [], None
         try:
+            if gloo:  # the set's network namespace, init in it while it forks the ranks
+                unshare(CLONE_NEWNET)
+                loopback_up()
+                store = socket.create_server(("127.0.0.1", 0), backlog=harness.MAX_RANKS + 1)
             for rank in range(world):
                 mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
                 ends.append(mine)
-                pids.append(self._fork(theirs, rank, world))
+                pids.append(self._fork(theirs, rank, world, store))
                 theirs.close()
         except OSError as err:
             self._end(pids)
@@ -133,13 +144,19 @@ class FreshRanks:
                 end.close()
             self._send({"op": "raised", "id": rid, "message": f"could not start: {err}"})
             return
+        finally:
+            if gloo:
+                check(libc.setns(self.own_netns, CLONE_NEWNET), "setns")
+            if store is not None:
+                store.close()
         self.sets[rid] = pids
         self._send({"op": "ranks", "id": rid}, [end.fileno() for end in ends])
         for end in ends:
             end.close()
 
-    def _fork(self, channel: socket.socket, rank: int, world: int) -> int:
-        """The rank's process, PID 1 of a PID namespace of its own."""
+    def _fork(self, channel: socket.socket, rank: int, world: int, store) -> int:
+        """The rank's process, PID 1 of a PID namespace of its own (``store``: a gloo
+        set's listening socket, which rank 0 serves)."""
         unshare(CLONE_NEWPID)
         try:
             pid = os.fork()
@@ -147,7 +164,7 @@ class FreshRanks:
             check(libc.setns(self.own_pidns, CLONE_NEWPID), "setns")
             raise
         if pid == 0:
-            _rank(self, channel.fileno(), rank, world)  # never returns
+            _rank(self, channel.fileno(), rank, world, store)  # never returns
         check(libc.setns(self.own_pidns, CLONE_NEWPID), "setns")
         return pid
 
@@ -166,27 +183,35 @@ class FreshRanks:
                 pass  # reaped already by the job's wait (it had ended by itself)
 
 
-def _rank(ranks: FreshRanks, channel: int, rank: int, world: int) -> None:
+def _rank(ranks: FreshRanks, channel: int, rank: int, world: int, store) -> None:
     """The fresh rank's process: its namespaces and scratch, the cgroup, the descriptors,
-    the limits and uid; then the notebook again, and P's calls.  Never returns."""
+    the limits and uid; then the notebook again, its gloo group if ``store``, and P's
+    calls.  Never returns."""
     code = 0
     try:
         child_signals()
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         req = ranks.req
-        private_scratch(req["limits"], ranks.keep)
+        private_scratch(req["limits"], ranks.keep, network=store is None)
         path = place_notebook(ranks.notebook, req["notebook_name"], req["uid"])
         if ranks.procs >= 0:
             os.write(ranks.procs, b"0")  # into the job's memory cgroup (0: the writer)
         os.setsid()
         null_r, null_w = os.open("/dev/null", os.O_RDONLY), os.open("/dev/null", os.O_WRONLY)
-        fds_onto({0: null_r, 1: null_w, 2: null_w, RANK_FD_CHANNEL: channel})
+        fds = {0: null_r, 1: null_w, 2: null_w, RANK_FD_CHANNEL: channel}
+        gloo = None
+        if store is not None:
+            listening = RANK_FD_STORE if rank == 0 else None
+            gloo = (*store.getsockname(), listening)
+            if rank == 0:
+                fds[RANK_FD_STORE] = store.fileno()
+        fds_onto(fds)
         limits = req["limits"]
         drop(req, limits, req["uid"], limits.get("address_space", True) or ranks.procs < 0)
         os.environ.clear()
         os.environ.update(student_env(HOME, "/tmp"))
         os.chdir(WORKDIR)
-        harness.serve_fresh_rank(path, RANK_FD_CHANNEL, rank, world)
+        harness.serve_fresh_rank(path, RANK_FD_CHANNEL, rank, world, gloo)
     except BaseException:  # noqa: BLE001 - P hears the channel close
         code = 1
         try:
