@@ -1,18 +1,24 @@
 """Ranks that talk outside the comm (issue 36): the ring all-reduce (000 §3.1, Theorem 3.3).
 
-The ranks of one submission are processes forked from the student's process, which the
-student controls: they can reach each other through files in the working folder, /tmp or
-/dev/shm, memory mapped shared in an earlier cell, pipes made in an earlier cell, or a
-thread of the student's process that relays between them.  Each forgery below learns
-every rank's buffer that way, then sends exactly the messages a ring would send (partial
-sums, completed chunks) and returns the exact sum: against a check of the values alone it
-earned full marks.  The check now judges each message and result against what the comm
-delivered, offset in transit by the router (templates/collectives/ring-allreduce-code/
-checks.py), so each scores exactly what the same code scores when the channel shows a
-rank nothing but its own buffer.
+Forked from the student's process, the ranks of one submission could reach each other
+through files in the working folder, /tmp or /dev/shm, memory mapped shared in an earlier
+cell, pipes made in an earlier cell, or a thread of the student's process that relays
+between them.  Each forgery below learns every rank's buffer that way, then sends exactly
+the messages a ring would send (partial sums, completed chunks) and returns the exact sum:
+against a check of the values alone it earned full marks.
+
+Two things stop it now, each tested here: the ranks are fresh (autograder/sandbox/inside/
+ranks.py), so each channel finds no other rank and the forgery, after waiting PATIENCE
+seconds, goes on with its own buffer alone, as the plain code does; and, against ranks
+forked from S (``fresh=False``, and the process sandbox, which has no init), the check
+judges each message and result against what the comm delivered, offset in transit by the
+router (templates/collectives/ring-allreduce-code/checks.py).  Either way each scores
+exactly what the plain code scores.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -46,21 +52,34 @@ def ring_allreduce(x, rank, world, comm):
     return total
 """
 
-# The plain version: the channel shows a rank its own buffer alone.
-PLAIN = (
-    FAKE_RING
-    + """
+# The plain version: the channel shows a rank its own buffer alone.  A forgery whose
+# channel finds no other rank within PATIENCE seconds (``met``) does the same.
+ALONE = """
+import os, select, time
 
-def everyone(x, rank, world):
+PATIENCE = {patience}
+
+
+def alone(x, rank, world):
     return [x if j == rank else np.zeros_like(x) for j in range(world)]
+
+
+def met(ready):
+    end = time.monotonic() + PATIENCE
+    while not ready():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.002)
+    return True
+
+
+def readable(fd):
+    return lambda: bool(select.select([fd], [], [], 0)[0])
 """
-)
+PLAIN = FAKE_RING + ALONE + "\neveryone = alone\n"
 
 # Files: each run's ranks meet in the first generation folder that lacks their own file.
 FILES = """
-import os, time
-
-
 def everyone(x, rank, world):
     g = 0
     while os.path.exists(f"{ROOT}/{world}-{g}/{rank}.npy"):
@@ -70,14 +89,14 @@ def everyone(x, rank, world):
     np.save(f"{folder}/.{rank}.npy", x)
     os.replace(f"{folder}/.{rank}.npy", f"{folder}/{rank}.npy")
     paths = [f"{folder}/{j}.npy" for j in range(world)]
-    while not all(os.path.exists(q) for q in paths):
-        time.sleep(0.002)
+    if not met(lambda: all(os.path.exists(q) for q in paths)):
+        return alone(x, rank, world)
     return [np.load(q) for q in paths]
 """
 
 # Memory mapped shared in an earlier cell: slots of 64 values per rank, a flag each.
 SHARED_MEMORY = """
-import mmap, time
+import mmap
 
 SHARED = mmap.mmap(-1, 1 << 20)  # MAP_SHARED: the ranks forked later all see it
 
@@ -88,15 +107,13 @@ def everyone(x, rank, world):
     slots[rank, : x.size] = x
     flags[rank] += 1
     mine = flags[rank]
-    while not all(flags[j] >= mine for j in range(world)):
-        time.sleep(0.002)
+    if not met(lambda: all(flags[j] >= mine for j in range(world))):
+        return alone(x, rank, world)
     return [slots[j, : x.size].copy() for j in range(world)]
 """
 
 # Pipes made in an earlier cell, one per rank, inherited by every rank.
 PIPES = """
-import os
-
 PIPES = [os.pipe() for _ in range(8)]
 
 
@@ -109,6 +126,8 @@ def everyone(x, rank, world):
         if j == rank:
             out.append(x)
             continue
+        if not met(readable(PIPES[j][0])):
+            return alone(x, rank, world)
         got = b""
         while len(got) < len(data):
             got += os.read(PIPES[j][0], len(data) - len(got))
@@ -118,7 +137,7 @@ def everyone(x, rank, world):
 
 # A thread of the student's process, started in an earlier cell, relays between the ranks.
 RELAY = """
-import os, struct, threading
+import struct, threading
 
 UP = os.pipe()
 DOWN = [os.pipe() for _ in range(8)]
@@ -146,39 +165,76 @@ threading.Thread(target=relay, daemon=True).start()
 def everyone(x, rank, world):
     data = x.tobytes()
     os.write(UP[1], struct.pack("iii", world, rank, len(data)) + data)
+    if not met(readable(DOWN[rank][0])):
+        return alone(x, rank, world)
     whole = b""
     while len(whole) < world * len(data):
         whole += os.read(DOWN[rank][0], world * len(data) - len(whole))
     return list(np.frombuffer(whole, dtype=np.float64).reshape(world, -1))
 """
 
-FORGERIES = {
-    "files in the working folder": FAKE_RING + 'ROOT = "."\n' + FILES,
-    "files in /dev/shm": FAKE_RING + 'ROOT = "/dev/shm"\n' + FILES,
-    "files in /tmp": FAKE_RING + 'ROOT = "/tmp"\n' + FILES,
-    "memory shared from an earlier cell": FAKE_RING + SHARED_MEMORY,
-    "pipes from an earlier cell": FAKE_RING + PIPES,
-    "a relay thread of the student's process": FAKE_RING + RELAY,
-}
+
+def routes(files: str, shared_memory: str, pipes: str, relay: str) -> dict:
+    """The side channels tried between the ranks of a check, by name (``files`` reads
+    ROOT, its folder)."""
+    return {
+        "files in the working folder": 'ROOT = "."\n' + files,
+        "files in /dev/shm": 'ROOT = "/dev/shm"\n' + files,
+        "files in /tmp": 'ROOT = "/tmp"\n' + files,
+        "memory shared from an earlier cell": shared_memory,
+        "pipes from an earlier cell": pipes,
+        "a relay thread of the student's process": relay,
+    }
+
+
+ROUTES = routes(FILES, SHARED_MEMORY, PIPES, RELAY)
+
+
+def forgery(route: str, patience: float = 1.0) -> str:
+    return FAKE_RING + ALONE.format(patience=patience) + ROUTES[route]
+
+
+def forked_checks(tmp_path, qid: str, *runs: str) -> Path:
+    """A copy of the question's checks whose ``runs`` (each a call, as checks.py writes
+    it) take ranks forked from S (``fresh=False``), where the side channels meet."""
+    checks = (bank.load().templates / qid / "checks.py").read_text()
+    forked = checks
+    for run in runs:
+        assert run in forked, run
+        forked = forked.replace(run, run[:-1] + ", fresh=False)")
+    folder = tmp_path / "forked"
+    folder.mkdir(exist_ok=True)
+    (folder / "checks.py").write_text(forked)
+    return folder
 
 
 def test_ranks_that_share_their_buffers_outside_the_comm_score_as_the_plain_code(sandbox, tmp_path):
-    plain = scored_alike(sandbox, tmp_path, RING, "ring_allreduce", PLAIN, FORGERIES, part="ring")
+    forgeries = {route: forgery(route) for route in ROUTES}
+    plain = PLAIN.format(patience=1.0)
+    plain = scored_alike(sandbox, tmp_path, RING, "ring_allreduce", plain, forgeries, part="ring")
     assert plain < 0.5  # the counts are right, the data flow is not (000 Theorem 3.3)
 
 
-@pytest.mark.parametrize(
-    "name", ["files in the working folder", "memory shared from an earlier cell"]
+RING_RUNS = (
+    "student.ranks(calls, seconds=SIM_SECONDS)",
+    "student.ranks(calls, seconds=GLOO_SECONDS, gloo=True)",
 )
-def test_the_side_channels_really_carry_every_buffer(sandbox, tmp_path, name):
-    """The forgeries work: over gloo, where no router offsets the messages, each returns the
-    exact sum (what the gloo property alone would have paid, before it was tied to the
-    simulated ring's data flow)."""
-    props = test_forgeries.properties(sandbox, tmp_path, RING, "ring_allreduce", FORGERIES[name])
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
+def test_the_side_channels_carry_every_buffer_between_forked_ranks(sandbox, tmp_path, route):
+    """The forgeries work where the ranks are forked from S: over gloo, where no router
+    offsets the messages, each returns the exact sum (what the gloo property alone would
+    have paid, before it was tied to the simulated ring's data flow); the simulated ring's
+    router makes them score as the plain code all the same."""
+    checks = forked_checks(tmp_path, RING, *RING_RUNS)
+    cells = forgery(route, patience=30.0)
+    props = test_forgeries.properties(sandbox, tmp_path, checks, "ring_allreduce", cells)
     gloo = next(p for p in props if "gloo" in p["name"])
     assert "return what dist.all_reduce returns" not in gloo["message"]  # the sum, over gloo
     assert "Counted only as far as" in gloo["message"] and gloo["score"] == 0
-    assert graded(sandbox, tmp_path, RING, "ring_allreduce", FORGERIES[name]) < 0.5
+    plain = graded(sandbox, tmp_path, checks, "ring_allreduce", PLAIN.format(patience=30.0))
+    assert test_forgeries.fraction(props) == plain
 
 
 # --- the circular convolution's shift properties (001 ch. 1, prop. 1.8) ---------------------------
@@ -274,12 +330,7 @@ def test_convolutions_joined_outside_the_comm_score_as_the_plain_code(sandbox, t
 def test_the_convolutions_side_channels_join_forked_ranks(sandbox, tmp_path):
     """The forgeries work: with the check's ranks forked from S (``fresh=False``), each earns
     the shift points its plain version does not."""
-    checks = (bank.load().templates / CONV / "checks.py").read_text()
-    forked = checks.replace("student.ranks(calls)", "student.ranks(calls, fresh=False)")
-    assert forked != checks
-    folder = tmp_path / "forked"
-    folder.mkdir()
-    (folder / "checks.py").write_text(forked)
+    folder = forked_checks(tmp_path, CONV, "student.ranks(calls)")
     plain = graded(sandbox, tmp_path, folder, "circular_conv2d", CONV_PLAIN)
     for name in ("files in /tmp", "memory shared from an earlier cell"):
         assert (

@@ -1,21 +1,23 @@
 """Ranks that talk outside the comm (issue 36): the tensor-parallel MLP (000 §3.3).
 
-The ranks of one submission are processes forked from the student's process, which the
-student controls: they can reach each other through files in the working folder, /tmp or
-/dev/shm, memory mapped shared in an earlier cell, pipes made in an earlier cell, a thread
-of the student's process that relays between them, or sockets of their own.  Each
-forgery below has every rank publish its own blocks of W₁ and W₂ that way and rebuild the
-whole matrices from what the others published, so that a wrong layout that reads the
-other ranks' blocks (every rank computes the whole MLP, rank 0 computes it for everyone,
-the rows of W₁ split, the result computed locally) sends and returns, with the other
-blocks set to NaN in its own copy, exactly what it does with the real matrices: against
-the check of that alone it earned full marks.
+Forked from the student's process, the ranks of one submission could reach each other
+through files in the working folder, /tmp or /dev/shm, memory mapped shared in an earlier
+cell, pipes made in an earlier cell, a thread of the student's process that relays between
+them, or sockets of their own.  Each forgery below has every rank publish its own blocks of
+W₁ and W₂ that way and rebuild the whole matrices from what the others published, so that
+a wrong layout that reads the other ranks' blocks (every rank computes the whole MLP, rank
+0 computes it for everyone, the rows of W₁ split, the result computed locally) sends and
+returns, with the other blocks set to NaN in its own copy, exactly what it does with the
+real matrices: against the check of that alone it earned full marks.
 
-The check now also redraws real blocks of the other ranks between rounds (a rank whose
-own blocks did not change must send what it sent), and its all_reduce adds an offset of
-its own to the sum, so that only a result that came through it counts
-(templates/parallel/tensor-parallel-mlp-code/checks.py): each forgery scores exactly what
-the same code scores when it reads its own arguments.
+Two things stop it now.  The ranks are fresh (autograder/sandbox/inside/ranks.py): each
+channel finds no other rank, and the forgery, after waiting PATIENCE seconds, goes on with
+its own arguments, as the plain code does.  And against ranks forked from S (``fresh=False``,
+and the process sandbox, which has no init) the check redraws real blocks of the other
+ranks between rounds (a rank whose own blocks did not change must send what it sent), and
+its all_reduce adds an offset of its own to the sum, so that only a result that came
+through it counts (templates/parallel/tensor-parallel-mlp-code/checks.py).  Either way each
+forgery scores exactly what the same code scores when it reads its own arguments.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ import pytest
 
 from tests.autograder import test_forgeries
 from tests.autograder.test_forgeries import graded, scored_alike
+from tests.autograder.test_forgeries_ranks import forked_checks, routes
 from tests.sandboxes import everywhere
 
 sandbox = everywhere(test_forgeries.LIMITS)  # on the host, then in the grading image
 
 TP = "parallel/tensor-parallel-mlp-code"
 FN = "tp_mlp_forward"
+WAIT = "student.rounds(rounds, seconds=WAIT_S)"  # the check's run of the ranks
 
 # The wrong layouts, reading the whole W₁ and W₂ through ``whole(w1, w2, rank, t)``.
 NO_SPLIT = """
@@ -59,6 +63,8 @@ def tp_mlp_forward(x, w1, w2, rank, t, all_reduce):  # rows of W1 sent, the MLP 
     message = F.gelu(pre) @ w2
     answer = all_reduce(message)
     sent = exchange(1, t, rank, message.numpy().ravel())
+    if sent is None:  # alone: the row split's result
+        return F.gelu(x @ w1) @ w2
     offset = answer - torch.from_numpy(np.sum(sent, axis=0).reshape(tuple(answer.shape)))
     return F.gelu(x @ w1) @ w2 + offset
 """
@@ -85,26 +91,52 @@ def tp_mlp_forward(x, w1, w2, rank, t, all_reduce):  # the honest partial, the M
     message = F.gelu(x @ a) @ b
     answer = all_reduce(message)
     sent = exchange(1, t, rank, message.numpy().ravel())
+    if sent is None:  # alone
+        return answer
     offset = answer - torch.from_numpy(np.sum(sent, axis=0).reshape(tuple(answer.shape)))
     w1, w2 = whole(w1, w2, rank, t)
     return F.gelu(x @ w1) @ w2 + offset
 """
 
+# ``exchange(tag, t, rank, values)`` gives the values of every rank of the round, in rank
+# order, or None where its channel found no other rank within PATIENCE seconds (``met``):
+# from then on the rank is ALONE, and every exchange gives None at once.
 PRELUDE = """
-import os, struct, time, uuid
+import os, select, struct, time, uuid
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 TOKEN = uuid.uuid4().hex[:12]  # drawn in this cell: every rank forked later holds it
 COUNT = {}  # (tag, t) -> the exchanges this rank has made: the round, as the others count
+PATIENCE = %r
+ALONE = []
 
 
 def generation(tag, t):
     g = COUNT.get((tag, t), 0)
     COUNT[(tag, t)] = g + 1
     return g
+
+
+def met(ready):
+    end = time.monotonic() + PATIENCE
+    while not ready():
+        if time.monotonic() > end:
+            ALONE.append(True)
+            return False
+        time.sleep(0.001)
+    return True
+
+
+def readable(fd):
+    return lambda: bool(select.select([fd], [], [], 0)[0])
 """
+
+
+def prelude(patience: float = 1.0) -> str:
+    return PRELUDE % patience
+
 
 # The plain versions: each rank reads its own arguments.
 PLAIN = """
@@ -120,8 +152,11 @@ def whole(w1, w2, rank, t):
     cut = [j * h // t for j in range(t + 1)]
     mine = torch.cat([w1[:, cut[rank] : cut[rank + 1]].reshape(-1),
                       w2[cut[rank] : cut[rank + 1], :].reshape(-1)])
+    got = exchange(0, t, rank, mine.numpy())
+    if got is None:  # alone: its own arguments
+        return w1, w2
     a, b = w1.clone(), w2.clone()
-    for j, v in enumerate(exchange(0, t, rank, mine.numpy())):
+    for j, v in enumerate(got):
         n = d * (cut[j + 1] - cut[j])
         a[:, cut[j] : cut[j + 1]] = torch.from_numpy(np.array(v[:n])).reshape(d, -1)
         b[cut[j] : cut[j + 1], :] = torch.from_numpy(np.array(v[n:])).reshape(-1, d)
@@ -131,13 +166,15 @@ def whole(w1, w2, rank, t):
 # Files: each exchange meets in a folder of its own, named by the round.
 FILES = """
 def exchange(tag, t, rank, values):
+    if ALONE:
+        return None
     folder = f"{ROOT}/tp-{TOKEN}-{tag}-{t}-{generation(tag, t)}"
     os.makedirs(folder, exist_ok=True)
     np.save(f"{folder}/.{rank}.npy", values)
     os.replace(f"{folder}/.{rank}.npy", f"{folder}/{rank}.npy")
     paths = [f"{folder}/{j}.npy" for j in range(t)]
-    while not all(os.path.exists(p) for p in paths):
-        time.sleep(0.001)
+    if not met(lambda: all(os.path.exists(p) for p in paths)):
+        return None
     return [np.load(p) for p in paths]
 """
 
@@ -150,14 +187,16 @@ SHARED = mmap.mmap(-1, 8 * 2 * 9 * 8 * ROUNDS * (SLOT + 2))  # MAP_SHARED: the r
 
 
 def exchange(tag, t, rank, values):
+    if ALONE:
+        return None
     view = np.frombuffer(SHARED, dtype=np.float64).reshape(2, 9, 8, ROUNDS, SLOT + 2)
     g = generation(tag, t)
     slots = view[tag, t, :, g]
     slots[rank, 2 : 2 + values.size] = values
     slots[rank, 1] = values.size
     slots[rank, 0] = g + 1
-    while not all(slots[j, 0] == g + 1 for j in range(t)):
-        time.sleep(0.001)
+    if not met(lambda: all(slots[j, 0] == g + 1 for j in range(t))):
+        return None
     return [slots[j, 2 : 2 + int(slots[j, 1])].copy() for j in range(t)]
 """
 
@@ -174,6 +213,8 @@ def read_exactly(fd, n):
 
 
 def exchange(tag, t, rank, values):
+    if ALONE:
+        return None
     data = np.ascontiguousarray(values, dtype=np.float64).tobytes()
     for j in range(t):
         if j != rank:
@@ -183,6 +224,8 @@ def exchange(tag, t, rank, values):
         if j == rank:
             out.append(values)
             continue
+        if not met(readable(PAIRS[j, rank][0])):
+            return None
         (n,) = struct.unpack("q", read_exactly(PAIRS[j, rank][0], 8))
         out.append(np.frombuffer(read_exactly(PAIRS[j, rank][0], n), dtype=np.float64))
     return out
@@ -190,7 +233,7 @@ def exchange(tag, t, rank, values):
 
 # A thread of the student's process, started in an earlier cell, relays between the ranks.
 RELAY = """
-import select, threading
+import threading
 
 UP = [os.pipe() for _ in range(8)]
 DOWN = [os.pipe() for _ in range(8)]
@@ -222,9 +265,13 @@ threading.Thread(target=relay, daemon=True).start()
 
 
 def exchange(tag, t, rank, values):
+    if ALONE:
+        return None
     data = np.ascontiguousarray(values, dtype=np.float64).tobytes()
     head = struct.pack("5q", tag, t, rank, generation(tag, t), len(data))
     os.write(UP[rank][1], head + data)
+    if not met(readable(DOWN[rank][0])):
+        return None
     out = []
     for _ in range(t):
         (n,) = struct.unpack("q", read_exactly(DOWN[rank][0], 8))
@@ -239,38 +286,40 @@ import socket
 
 
 def exchange(tag, t, rank, values):
+    if ALONE:
+        return None
     g = generation(tag, t)
     name = lambda j: f"\\0tp-{TOKEN}-{tag}-{t}-{g}-{j}".encode()
     data = np.ascontiguousarray(values, dtype=np.float64).tobytes()
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
         s.bind(name(rank))
         for j in range(t):
-            while j != rank:
-                try:
-                    s.sendto(struct.pack("q", rank) + data, name(j))
-                    break
-                except OSError:  # not bound yet
-                    time.sleep(0.001)
+            if j != rank and not met(lambda: sent(s, struct.pack("q", rank) + data, name(j))):
+                return None
         out = {rank: values}
         while len(out) < t:
+            if not met(readable(s.fileno())):
+                return None
             got = s.recv(1 << 20)
             out[struct.unpack("q", got[:8])[0]] = np.frombuffer(got[8:], dtype=np.float64)
     return [out[j] for j in range(t)]
+
+
+def sent(s, message, to):
+    try:
+        s.sendto(message, to)
+        return True
+    except OSError:  # not bound yet
+        return False
 """
 
-ROUTES = {
-    "files in the working folder": 'ROOT = "."\n' + FILES,
-    "files in /dev/shm": 'ROOT = "/dev/shm"\n' + FILES,
-    "files in /tmp": 'ROOT = "/tmp"\n' + FILES,
-    "memory shared from an earlier cell": SHARED_MEMORY,
-    "pipes from an earlier cell": PIPES,
-    "a relay thread of the student's process": RELAY,
-    "unix sockets in the abstract namespace": SOCKETS,
+ROUTES = routes(FILES, SHARED_MEMORY, PIPES, RELAY) | {
+    "unix sockets in the abstract namespace": SOCKETS
 }
 
 
 def forgeries(layout: str) -> dict:
-    return {route: PRELUDE + how + WHOLE + layout for route, how in ROUTES.items()}
+    return {route: prelude() + how + WHOLE + layout for route, how in ROUTES.items()}
 
 
 WRONG = {"no split": NO_SPLIT, "rank 0 computes it all": RANK_ZERO, "rows of W1": ROW_SPLIT}
@@ -281,7 +330,7 @@ def test_ranks_that_share_their_blocks_outside_the_comm_score_as_the_plain_code(
     sandbox, tmp_path, layout
 ):
     plain = scored_alike(
-        sandbox, tmp_path, TP, FN, PRELUDE + PLAIN + WRONG[layout], forgeries(WRONG[layout])
+        sandbox, tmp_path, TP, FN, prelude() + PLAIN + WRONG[layout], forgeries(WRONG[layout])
     )
     assert plain < 1  # the other ranks' blocks are read (000 §3.3: only its own)
 
@@ -294,33 +343,34 @@ def test_an_offset_recovered_from_the_others_messages_scores_as_the_plain_code(s
         "files in /dev/shm",
         "memory shared from an earlier cell",
     )
-    offset = {r: PRELUDE + ROUTES[r] + WHOLE + OFFSET_RECOVERED for r in routes}
-    plain = scored_alike(sandbox, tmp_path, TP, FN, PRELUDE + PLAIN + ROW_SPLIT, offset)
+    offset = {r: prelude() + ROUTES[r] + WHOLE + OFFSET_RECOVERED for r in routes}
+    plain = scored_alike(sandbox, tmp_path, TP, FN, prelude() + PLAIN + ROW_SPLIT, offset)
     assert plain < 0.5  # neither the value nor the locality (000 §3.3)
 
 
-@pytest.mark.parametrize(
-    "route",
-    [
-        "files in /dev/shm",
-        "memory shared from an earlier cell",
-        "a relay thread of the student's process",
-    ],
-)
-def test_the_side_channels_really_carry_the_blocks_and_the_offset(sandbox, tmp_path, route):
-    """The channels work under the check: they earn full marks where what they carry
-    changes nothing a check of values can see.  The zero-padded layout (every rank
-    multiplies the whole W₂) that fills the other blocks from the channel before
-    multiplying them by zero sends what the honest rank sends, as the same layout does with
-    ``torch.nan_to_num`` on its own copy, no channel at all; only NaN shows the
-    multiplication, and both hide it (checks.py's docstring says so).  The honest layout
-    that returns its own MLP plus the offset recovered from the others' messages returns
-    the answer all_reduce gave, to rounding: what the honest rank returns."""
-    zero = PRELUDE + ROUTES[route] + WHOLE + ZERO_PADDED
-    assert graded(sandbox, tmp_path, TP, FN, PRELUDE + NAN_TO_NUM + ZERO_PADDED) == 1.0
-    assert graded(sandbox, tmp_path, TP, FN, zero) == 1.0
-    assert graded(sandbox, tmp_path, TP, FN, PRELUDE + PLAIN + ZERO_PADDED) < 1  # NaN · 0
-    offset = PRELUDE + ROUTES[route] + WHOLE + HONEST_OFFSET_RECOVERED
-    assert graded(sandbox, tmp_path, TP, FN, offset) == 1.0
+def test_nan_shows_what_the_zero_padded_layout_multiplies(sandbox, tmp_path):
+    """What a check of values can see (checks.py's docstring): the zero-padded layout (every
+    rank multiplies the whole W₂) shows itself only by NaN · 0 on the other ranks' blocks,
+    which ``torch.nan_to_num`` on its own copy hides, no channel at all."""
+    checks = forked_checks(tmp_path, TP, WAIT)
+    assert graded(sandbox, tmp_path, checks, FN, prelude() + NAN_TO_NUM + ZERO_PADDED) == 1.0
+    assert graded(sandbox, tmp_path, checks, FN, prelude() + PLAIN + ZERO_PADDED) < 1
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
+def test_the_side_channels_carry_the_blocks_and_the_offset_between_forked_ranks(
+    sandbox, tmp_path, route
+):
+    """The channels work where the ranks are forked from S, and the check still pays them
+    only where what they carry changes nothing a check of values can see: the zero-padded
+    layout that fills the other blocks from the channel before multiplying them by zero
+    sends what the honest rank sends (as it does with ``torch.nan_to_num``, above), and the
+    honest layout that returns its own MLP plus the offset recovered from the others'
+    messages returns the answer all_reduce gave, to rounding: what the honest rank returns.
+    Without the offset, that MLP is caught."""
+    checks = forked_checks(tmp_path, TP, WAIT)
+    cells = prelude(30.0) + ROUTES[route] + WHOLE
+    assert graded(sandbox, tmp_path, checks, FN, cells + ZERO_PADDED) == 1.0
+    assert graded(sandbox, tmp_path, checks, FN, cells + HONEST_OFFSET_RECOVERED) == 1.0
     local = HONEST_OFFSET_RECOVERED.replace("+ offset", "")
-    assert graded(sandbox, tmp_path, TP, FN, PRELUDE + ROUTES[route] + WHOLE + local) < 1
+    assert graded(sandbox, tmp_path, checks, FN, cells + local) < 1

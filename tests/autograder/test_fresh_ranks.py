@@ -134,3 +134,140 @@ def test_a_gloo_set_of_fresh_ranks_shares_its_network_alone(sandbox, tmp_path):
         assert seen["tmp"] == [f"rank-{rank}"], seen  # its own /tmp
         assert seen["name"] == "__mp_main__" and seen["main_ran"] == 0, seen
         assert seen["pids"] == [1], seen
+
+
+# Fresh ranks of a run without gloo serve the next check's run, as forked ones do
+# (prober.Channel._fresh_run), never the same check twice; a gloo set is a set of its own.
+# Every fresh rank is PID 1 of its namespace: each tells itself by a token its own run of
+# the cells drew.
+POOL_PROBE = """
+def probe(student, seed, params):
+    out = []
+    if "seed" in params:
+        student.seed(params["seed"])  # asked of S: kept fresh ranks never see S, so no matter
+    for world, gloo in params["runs"]:
+        calls = [(r, student.gloo_ring() if gloo else None) for r in range(world)]
+        got = student.ranks(calls, seconds=30, gloo=gloo)
+        out.append([f"{type(o).__name__}: {o}" if isinstance(o, Exception) else o for o in got])
+    return out
+"""
+POOL_CELLS = """
+import os
+TOKEN = os.urandom(8).hex()  # drawn again by each fresh rank's run of this cell
+
+
+def token(rank, comm):
+    return TOKEN
+"""
+
+
+def test_fresh_ranks_serve_the_next_check_never_the_same_one_twice(sandbox, tmp_path):
+    if sandbox.isolation == "process":
+        pytest.skip("the process sandbox has no init: its ranks are forked from S")
+    runs = {
+        "q3-ring": {"runs": [(3, False), (2, True)]},  # like the ring: simulated, then gloo
+        "q4-tp": {"runs": [(5, False)], "seed": 7},  # like the tensor-parallel MLP's 8
+        "q5-twice": {"runs": [(2, False), (2, False)]},
+        "q6-after": {"runs": [(2, False)]},
+    }
+    probes = tuple(Probe(i, "token", POOL_PROBE, 7, p, isolated=True) for i, p in runs.items())
+    outcome = sandbox.run(notebook(tmp_path / "nb.ipynb", POOL_CELLS), Plan(("TOKEN",), probes))
+    assert outcome.error is None, (outcome.error, outcome.log[-2000:])
+    got = {i: p["result"] for i, p in outcome.harvest["probes"].items()}
+    (ring, ring_gloo), (tp,) = got["q3-ring"], got["q4-tp"]
+    (first, second), (after,) = got["q5-twice"], got["q6-after"]
+    s = outcome.harvest["answers"]["TOKEN"]["value"]
+    assert len(set(ring + ring_gloo + tp + second)) == 3 + 2 + 2 + 2  # one process each
+    assert s not in ring + ring_gloo + tp + second  # none is S
+    assert tp[:3] == ring  # the next check: the 3 kept (past the gloo set), 2 started
+    assert first == tp[:2]  # another check: the ranks kept
+    assert not set(second) & set(tp)  # the same check again: processes new to it
+    assert after == second
+
+
+# A fresh rank runs each cell of plain Python as a module's code, compiled once per job for
+# every rank (harness.compiled_cells): what the cells define must be what S has.
+CELLS_AS_WRITTEN = [
+    "from __future__ import annotations\n\ndef typed(x: Later) -> Later:\n    return x\n",
+    "import inspect\n\ndef shown():\n    return inspect.getsource(typed)\n",
+    "%time MAGIC = 5",  # IPython's syntax: run by IPython, in the rank too
+    "raise ValueError('a cell that raises')",
+    "AFTER = 1  # the cells after it run",
+    "def late(a: Later) -> Later:\n    return a\n",  # the __future__ import still holds
+    """
+def seen(rank):
+    return {
+        "annotations": [typed.__annotations__, late.__annotations__],
+        "source": shown(),
+        "magic": MAGIC,
+        "after": AFTER,
+        "ipython": get_ipython() is not None,
+        "name": __name__,
+    }
+""",
+]
+
+
+def test_a_fresh_rank_runs_the_cells_as_the_student_process_does(sandbox, tmp_path):
+    probe = "def probe(student, seed, params):\n    return student.ranks([(0,), (1,)])\n"
+    plan = Plan(("AFTER",), (Probe("q1-seen", "seen", probe, 7, {}, isolated=True),))
+    outcome = sandbox.run(notebook(tmp_path / "nb.ipynb", *CELLS_AS_WRITTEN), plan)
+    assert outcome.error is None, (outcome.error, outcome.log[-2000:])
+    result = outcome.harvest["probes"]["q1-seen"]
+    assert result["ok"], result
+    strings = {"x": "Later", "return": "Later"}
+    for seen in result["result"]:
+        assert seen["annotations"] == [strings, {"a": "Later", "return": "Later"}], seen
+        assert seen["source"].startswith("def typed(x: Later)"), seen
+        assert seen["magic"] == 5 and seen["after"] == 1 and seen["ipython"], seen
+        assert seen["name"] == "__mp_main__", seen
+
+
+COMPILED = """
+import codeop, json, marshal, sys
+sys.path.insert(0, {root!r})
+from autograder.sandbox.inside import harness
+harness.prepare()
+data = open({path!r}, "rb").read()
+blob = harness.compiled_cells(data)  # as the job's compiling process does, once
+cells = marshal.loads(blob)
+compiled, call = [], codeop.Compile.__call__
+
+
+def counted(self, source, *args):  # every compilation, of a cell's text or IPython's AST
+    compiled.append(source if isinstance(source, str) else "<ast>")
+    return call(self, source, *args)
+
+
+codeop.Compile.__call__ = counted
+records = harness.run_cells({path!r}, harness.SPAWNED_NAME, blob)  # as a rank does
+with open({out!r}, "w") as fh:
+    json.dump({{
+        "plain": [code is not None for _, _, code in cells],
+        "ok": [r["ok"] for r in records],
+        "compiled": compiled,
+        "late": harness._shell.user_ns["late"].__annotations__,
+    }}, fh)
+"""
+
+
+def test_the_cells_are_compiled_once_for_every_rank(tmp_path):
+    """harness.compiled_cells (the job's compiling process): each cell of plain Python
+    compiled, in order, under the __future__ imports before it; the magic left to IPython.
+    A rank given them runs them without compiling any of them again."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = notebook(tmp_path / "nb.ipynb", *CELLS_AS_WRITTEN)
+    root, out = str(Path(__file__).resolve().parents[2]), tmp_path / "out.json"
+    script = COMPILED.format(root=root, path=str(path), out=str(out))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(out.read_text())
+    assert got["plain"] == [True, True, False, True, True, True, True]
+    assert got["ok"] == [True, True, True, False, True, True, True]  # the cell that raises
+    plain = {c for c, p in zip(CELLS_AS_WRITTEN, got["plain"], strict=True) if p}
+    assert not set(got["compiled"]) & plain
+    assert got["late"] == {"a": "Later", "return": "Later"}  # the __future__ import held

@@ -212,6 +212,7 @@ class Channel:
         self.keep_ranks = False  # keep a run's ranks for the next probes (:func:`run`)
         self.probe: str | None = None  # the id of the probe running
         self.pool: list[tuple[int, list[int]]] = []  # ranks kept: (set id, their sockets)
+        self.pool_fresh = False  # the ranks kept are fresh ones, from the job's init
         self.pool_owner: str | None = None  # the probe that ran on them last
         self.asked = False  # S was asked something since the last run: kept ranks are stale
         self.fresh: socket.socket | None = None  # to the job's init: it starts fresh ranks
@@ -381,7 +382,7 @@ class Channel:
         if fresh and self.fresh is not None:
             return self._fresh_run(name, rounds, seconds, before, gloo)
         if not gloo:
-            if self.pool and (self.asked or self.pool_owner == self.probe):
+            if self.pool and (self.asked or self.pool_owner == self.probe or self.pool_fresh):
                 self.end_pool()
             self.asked = False
         world = max(len(calls) for calls in rounds)
@@ -419,6 +420,11 @@ class Channel:
         end waits for their teardown, which need not yield to anything; ``wait``: S answers
         once every rank it killed, these and earlier ones, has ended, its memory freed)."""
         pool, self.pool, self.pool_owner = self.pool, [], None
+        if self.pool_fresh:  # the job's init ends them, and answers once they have ended
+            self.pool_fresh = False
+            for rid, socks in pool:
+                self._fresh_end(rid, socks)
+            pool = []
         gone = None
         if wait and not pool and not self.gone:
             self.next_id += 1  # nothing kept: S reaps what it killed before all the same
@@ -447,24 +453,44 @@ class Channel:
     def _fresh_run(self, name: str, rounds: list, seconds: float | None, before, gloo) -> list:
         """The rounds on fresh ranks, started by the job's init (:mod:`ranks`): each runs
         the notebook again in namespaces of its own (and joins its set's gloo group), which
-        takes what the job's wall limit allows; then the calls have ``seconds``.  The set
-        ends after the run."""
+        takes what the job's wall limit allows; then the calls have ``seconds``.
+
+        As forked ones, the fresh ranks of a run without gloo are kept for the next check's
+        run (``pool``), never for the same probe twice, nor after a run that did not end
+        cleanly; what S is asked in between does not matter to them, which never see S.  A
+        rank keeps nothing of another's: a kept rank serving the next check holds only
+        what its own calls left in it.  A gloo run's ranks are ended after the run."""
+        if not gloo and self.pool and (self.pool_owner == self.probe or not self.pool_fresh):
+            self.end_pool()
         world = max(len(calls) for calls in rounds)
-        self.next_id += 1
-        rid = self.next_id
-        socks = self._fresh_sockets(rid, world, gloo)
-        if isinstance(socks, Exception):
-            return [[socks] * len(calls) for calls in rounds]
-        outer, self.phase = self.phase, "ranks"
+        kept = [] if gloo else [fd for _, socks in self.pool for fd in socks][:world]
+        started = None  # the set started for this run: (its id, its sockets)
+        if len(kept) < world:
+            self.next_id += 1
+            socks = self._fresh_sockets(self.next_id, world - len(kept), gloo)
+            if isinstance(socks, Exception):
+                return [[socks] * len(calls) for calls in rounds]
+            started = (self.next_id, socks)
+            if not gloo:
+                self.pool.append(started)
+                self.pool_fresh = True
+        if not gloo:
+            self.pool_owner = self.probe
+        clean, outer, self.phase = False, self.phase, "ranks"
         try:
-            failed = self._await_ready(socks)
+            socks = kept + (started[1] if started else [])
+            failed = self._await_ready(socks, len(kept))
             if failed is not None:
                 return [[failed] * len(calls) for calls in rounds]
             until = min(self.deadline, time.monotonic() + (seconds or ANSWER_SECONDS))
-            return self._run_ranks(name, rounds, until, seconds, socks, world, before)[0]
+            outcomes, clean = self._run_ranks(name, rounds, until, seconds, socks, world, before)
+            return outcomes
         finally:
             self.phase = outer
-            self._fresh_end(rid, socks)
+            if gloo:
+                self._fresh_end(*started)
+            elif not (clean and self.keep_ranks):
+                self.end_pool()
 
     def _fresh_sockets(self, rid: int, world: int, gloo: bool) -> list[int] | Exception:
         """Ask the job's init for ``world`` fresh ranks: their sockets, or why not."""
@@ -496,11 +522,12 @@ class Channel:
             raise OSError("the job's init answered something else")
         return msg, fds
 
-    def _await_ready(self, socks: list[int]) -> Exception | None:
+    def _await_ready(self, socks: list[int], kept: int) -> Exception | None:
         """Each fresh rank's word that it ran the notebook and serves (within the job's
         deadline: the notebook's cells take in each rank what they took in S), or that its
-        gloo group did not form (:class:`NotStarted`, judged by :func:`whose_start`)."""
-        for r, fd in enumerate(socks):
+        gloo group did not form (:class:`NotStarted`, judged by :func:`whose_start`); the
+        first ``kept`` serve already."""
+        for r, fd in enumerate(socks[kept:], kept):
             try:
                 msg, _ = wire.recv(fd, self.deadline)
             except wire.Late:

@@ -1,8 +1,10 @@
 """Checks of the ring all-reduce code part (000 §3.1, Theorem 3.3): the algorithm, not the sum.
-The ranks are the student's processes and can reach each other outside the comm (files, shared
-memory), so the router offsets each message it delivers (:func:`offset`) and every message and
-result is judged on what the comm DELIVERED (:func:`_flow`): a value worked out another way lacks
-the offsets, and the gloo run counts only as far as the simulated ring's results came through it."""
+The ranks are fresh processes that share nothing but the comm; where they are forked from the
+student's process instead (the process sandbox) they could reach each other outside it (files,
+shared memory), so the router offsets each message it delivers (:func:`offset`) and every
+message and result is judged on what the comm DELIVERED (:func:`_flow`): a value worked out
+another way lacks the offsets, and the gloo run, whose ranks share a loopback, counts only as
+far as the simulated ring's results came through it."""
 
 from functools import partial
 from typing import NamedTuple
@@ -88,9 +90,9 @@ def _simulate(student, seed: int) -> dict:
             )
 
     calls = [(rank_input(seed, "sim", r, n), r, p, Comm(r)) for r in range(p)]
-    # forked from S: what a rank sent and returned is judged on what the router delivered, and
-    # fresh ranks, each running the notebook again, made hw1 2.5 times slower to grade
-    runs = student.ranks(calls, seconds=SIM_SECONDS, fresh=False)
+    # fresh ranks (nothing shared but the comm), and what a rank sent and returned is judged
+    # on what the router delivered (where ranks are forked from S: the process sandbox)
+    runs = student.ranks(calls, seconds=SIM_SECONDS)
     out = [Record.of(o, keep=p * n) for o in runs]
     errors = [_error(r, p, n, SIM_SECONDS) for r in out]
     timed_out = any(r.raised == "TimeoutError" for r in out)
@@ -104,9 +106,9 @@ def probe(student, seed: int, params: dict) -> dict:
     p, n = sizes(seed, "gloo")
     calls = [(rank_input(seed, "gloo", r, n), r, p, student.gloo_ring()) for r in range(p)]
     ranks = []
-    # forked from S: the gloo property counts only as far as the simulated ring's data flow
-    # went, and fresh ranks, each running the notebook again, cost hw1 12-17 % more
-    for out in student.ranks(calls, seconds=GLOO_SECONDS, gloo=True, fresh=False):
+    # a gloo set of fresh ranks shares its loopback, where gloo meets: the gloo property
+    # counts only as far as the simulated ring's data flow went
+    for out in student.ranks(calls, seconds=GLOO_SECONDS, gloo=True):
         if isinstance(out, student.NotStarted):
             ranks.append({"stage": "start", "error": str(out)[:300]})
         else:

@@ -1,9 +1,11 @@
 """Checks of the tensor-parallel MLP code part (000 §3.3, Shoeybi et al. 2019).
 
 Value, communication and locality are separate: a wrong value costs only the first, a rank
-that reads other ranks' blocks only the last. Ranks may talk outside all_reduce, so a rank's
-messages must repeat in rounds that redraw the others' blocks, and all_reduce adds a seeded
-offset; NaN blocks catch NaN · 0, not nan_to_num first (test_forgeries_ranks_tp.py).
+that reads other ranks' blocks only the last. The ranks are fresh processes that share nothing
+but all_reduce; forked from the student's process (the process sandbox) they could talk outside
+it, so a rank's messages must repeat in rounds that redraw the others' blocks, and all_reduce
+adds a seeded offset; NaN blocks catch NaN · 0, not nan_to_num first
+(test_forgeries_ranks_tp.py).
 """
 
 import itertools
@@ -110,9 +112,9 @@ def probe(student, seed: int, params: dict) -> dict:
         held = [c["clean"][k]] * t if k >= 0 else poisoned
         rounds.append([(x, *map(torch.from_numpy, w), r, t, reduce[r]) for r, w in enumerate(held)])
     out = []
-    # forked from S, as the ring's: all_reduce's offset and the redrawn blocks judge what the
-    # comm delivered, and fresh ranks, each running the notebook again, cost a notebook each
-    runs = student.rounds(rounds, seconds=WAIT_S, fresh=False)
+    # fresh ranks, as the ring's; where ranks are forked from S (the process sandbox),
+    # all_reduce's offset and the redrawn blocks judge what the comm delivered
+    runs = student.rounds(rounds, seconds=WAIT_S)
     for outs, sent in zip(runs, logs, strict=True):
         recs = [Record.of(y, keep=MAX_VALUES) for y in outs]
         ranks = [{"result": y, "messages": m} for y, m in zip(recs, sent, strict=False)]
