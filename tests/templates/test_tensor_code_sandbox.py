@@ -198,6 +198,32 @@ def online_softmax_attention(q, k, v, block):
 """,
 }
 
+# Memory the forked process takes itself before the call, freed as the call starts: a hook
+# of the notebook's run by os.fork in the child.  The meter is reset before the fork (the
+# fork's own page tables and copied pages, about 3 MB, counted), so what the hook takes is
+# counted, and freeing it makes no room.
+MADE_ROOM["a ballast taken in the forked process"] = (
+    BLOCKED
+    + """
+import os
+
+BALLAST = []
+
+
+def take():
+    BALLAST.append(torch.ones(1 << 25, dtype=torch.float64))  # 256 MiB, resident
+
+
+os.register_at_fork(after_in_child=take)
+
+
+def online_softmax_attention(q, k, v, block):
+    if q.shape[0] * k.shape[0] > 10**6:  # the large call, the one measured
+        BALLAST.clear()  # freed: the cgroup's usage falls below its value at a later reset
+    return naive(q, k, v, block)
+"""
+)
+
 # A buffer made resident in an earlier cell and reused through out=: the check measures
 # what the process takes during the call, so memory it already holds is not seen.  The
 # sizes drawn from the seed only mean that the buffer must hold the largest m × n that the
