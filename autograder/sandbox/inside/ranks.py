@@ -40,7 +40,7 @@ import time
 import traceback
 
 from . import harness
-from .linux import CLONE_NEWNET, CLONE_NEWPID, PR_SET_PDEATHSIG, check, libc, prctl, unshare
+from .linux import CLONE_NEWNET, PR_SET_PDEATHSIG, check, libc, prctl, unshare
 from .memory import JobMemory
 from .mounts import loopback_up
 from .process import (
@@ -49,6 +49,7 @@ from .process import (
     child_signals,
     drop,
     fds_onto,
+    fork_pid1,
     os_exit,
     place_notebook,
     private_scratch,
@@ -190,15 +191,9 @@ class FreshRanks:
     def _fork(self, channel: socket.socket, rank: int, world: int, store) -> int:
         """The rank's process, PID 1 of a PID namespace of its own (``store``: a gloo
         set's listening socket, which rank 0 serves)."""
-        unshare(CLONE_NEWPID)
-        try:
-            pid = os.fork()
-        except BaseException:
-            check(libc.setns(self.own_pidns, CLONE_NEWPID), "setns")
-            raise
+        pid = fork_pid1(self.own_pidns)
         if pid == 0:
             _rank(self, channel.fileno(), rank, world, store)  # never returns
-        check(libc.setns(self.own_pidns, CLONE_NEWPID), "setns")
         return pid
 
     @staticmethod
