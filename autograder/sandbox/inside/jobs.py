@@ -15,7 +15,7 @@ import traceback
 
 from . import harness, prober
 from . import memory as meters
-from .linux import CLONE_NEWPID, PR_SET_PDEATHSIG, check, libc, prctl, unshare
+from .linux import PR_SET_PDEATHSIG, prctl
 from .memory import PROBE_FD_MEMORY, JobMemory
 from .process import (
     EXIT_SETUP_FAILED,
@@ -347,16 +347,9 @@ def start_job(job_id: int, fds: list[int], config: dict, own_pidns: int | None) 
 def _fork_job(job: Job, req: dict, named: dict, config: dict, own_pidns, memory) -> Job:
     """The job's first process: its init (namespaces), or the pair (process mode)."""
     if own_pidns is not None:
-        # The next child is PID 1 of a fresh PID namespace; then back to our own.
-        unshare(CLONE_NEWPID)
-        try:
-            job.pid = os.fork()
-        except BaseException:
-            check(libc.setns(own_pidns, CLONE_NEWPID), "setns")
-            raise
+        job.pid = fork_pid1(own_pidns)
         if job.pid == 0:
             _init(req, named, config["keep"], memory)  # never returns
-        check(libc.setns(own_pidns, CLONE_NEWPID), "setns")
         return job
     # process mode
     uid = job.uid
