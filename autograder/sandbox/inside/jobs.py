@@ -27,7 +27,6 @@ from .process import (
     fork_pid1,
     mkdir_for,
     os_exit,
-    own_proc,
     place_notebook,
     private_scratch,
     read_notebook,
@@ -68,14 +67,10 @@ def _student_body(
     home: str,
     tmp: str,
     memory: JobMemory,
-    own_pidns: bool = False,
 ) -> None:
-    """Set up the student process (cgroup, fds, limits, uid, env, cwd); run the notebook.
-    ``own_pidns``: it is PID 1 of a PID namespace of its own, and mounts its /proc."""
+    """Set up the student process (cgroup, fds, limits, uid, env, cwd); run the notebook."""
     memory.close_probe_side()
     memory.join()  # still root; a failure ends the run here (EXIT_SETUP_FAILED), unmeasured
-    if own_pidns:
-        own_proc()
     child_signals()
     os.setsid()
     devnull = os.open("/dev/null", os.O_RDONLY)
@@ -172,17 +167,14 @@ def _fork_pair(
     the probe process alone gets the meter of the student's memory, and P's end of
     ``ranks`` (the job's init serves it)."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    # namespaces: S is PID 1 of a PID namespace of its own, as each fresh rank is, so that
-    # it sees no rank (nor P, nor init) to read or signal: no relay between fresh ranks
-    student = os.fork() if ranks is None else fork_pid1(ranks.own_pidns)
+    student = os.fork()
     if student == 0:
         os.close(fds["probes"])  # the probes never enter the student's process
         os.close(fds["probes_res"])
         mine.close()
         if ranks is not None:
             ranks.close_all()
-        own = ranks is not None
-        _student(req, fds["out"], fds["res"], theirs.fileno(), workdir, home, tmp, memory, own)
+        _student(req, fds["out"], fds["res"], theirs.fileno(), workdir, home, tmp, memory)
     memory._close("procs")
     memory.open_proc(student)  # without a cgroup: its /proc files, opened here
     probe = os.fork()

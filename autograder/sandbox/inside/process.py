@@ -127,21 +127,14 @@ def fork_pid1(own_pidns: int) -> int:
     return pid
 
 
-def own_proc() -> None:
-    """A mount namespace of this process's own with /proc for its own PID namespace: what
-    it lists is what it may see.  Run as root, before any student code runs here."""
-    unshare(CLONE_NEWNS)
-    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
-
-
 def private_scratch(limits: dict, keep: list[str], network: bool = True) -> int:
     """Namespaces of this process's own (mount, network, IPC, UTS): a fresh /proc, empty
     tmpfs on /tmp, /dev/shm and /var/tmp, loopback up.  Run as root, before any student
     code runs here; the size of each scratch tmpfs, in bytes.  ``network=False``: the
     network namespace is the caller's (a gloo group's ranks share one)."""
     tmp_size = max(16 << 20, 4 * int(limits["file_bytes"]))
-    unshare(CLONE_NEWIPC | CLONE_NEWUTS | (CLONE_NEWNET if network else 0))
-    own_proc()
+    unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (CLONE_NEWNET if network else 0))
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
     scratch_tmpfs("/tmp", f"size={tmp_size},nr_inodes=65536,mode=1777", keep)
     for path in ("/dev/shm", "/var/tmp"):
         if os.path.isdir(path) and not os.path.islink(path):
