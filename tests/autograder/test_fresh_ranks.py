@@ -46,7 +46,7 @@ def where(rank):
                   for f in (".", "/tmp", "/dev/shm")},
         "made": sum(n.startswith("made-by-") for f in (".", "/tmp", "/dev/shm")
                     for n in os.listdir(f)),
-        "shared": SHARED[0],
+        "mapped": SHARED[0],
         "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
         "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
         "threads": threading.active_count(),
@@ -75,7 +75,7 @@ def test_each_fresh_rank_has_its_own_folders_descriptors_and_processes(sandbox, 
         # made-by file in each folder (S's are not there)
         assert seen["files"] == {".": mine, "/tmp": mine, "/dev/shm": mine}, seen
         assert seen["made"] == 3, seen
-        assert seen["shared"] == 1, seen  # its own mapping, made by its own run of the cell
+        assert seen["mapped"] == 1, seen  # its own mapping, made by its own run of the cell
         # 0-2 on /dev/null, 3 to the probe process, its own pipe from the cell, and the
         # descriptor that lists them: nothing inherited
         assert len(seen["fds"]) == 7 and seen["fds"][:4] == [0, 1, 2, 3], seen
