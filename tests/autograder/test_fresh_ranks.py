@@ -85,7 +85,7 @@ def test_each_fresh_rank_has_its_own_folders_descriptors_and_processes(sandbox, 
 
 
 # A gloo set of fresh ranks: one network namespace made for the set (gloo needs a network),
-# nothing else shared.  Each rank passes every rank's number once round the ring over gloo
+# and nothing else in common.  Each rank passes every rank's number once round the ring over gloo
 # (p − 1 steps, each ends with all of them); the notebook runs in each rank as a
 # torch.multiprocessing.spawn worker runs its main module, its __main__ block in S alone.
 GLOO_PROBE = f"""
