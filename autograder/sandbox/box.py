@@ -68,7 +68,7 @@ from .container import (
     uid_map,
 )
 from .harvest import MAX_ERROR_CHARS, check_harvest, clean_text, probe_results
-from .inside import PROBE_UID_OFFSET, UID_BASE, UID_SLOTS
+from .inside import PROBE_UID_OFFSET, RANK_UID_OFFSET, UID_BASE, UID_SLOTS
 from .inside.memory import MEMORY_METERS
 from .plan import HarvestError, Limits, Outcome, Plan, Probe, SandboxError
 
@@ -788,6 +788,7 @@ class Sandbox:
             "job": job,
             "uid": uid,
             "probe_uid": None if uid is None else uid + PROBE_UID_OFFSET,
+            "rank_uid": None if uid is None else uid + RANK_UID_OFFSET,
             "limits": dataclasses.asdict(self.limits),
             "plan": plan_request,
             "notebook_name": os.path.basename(name) or "notebook.ipynb",

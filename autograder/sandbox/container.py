@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import inside
-from .inside import UID_BASE, UID_SLOTS
+from .inside import UID_BASE, UID_SLOTS, UIDS_PER_SLOT
 from .plan import Limits, SandboxError
 
 INSIDE = Path(inside.FOLDER)  # the jail's package: the executor, the harness, the prober
@@ -32,7 +32,7 @@ CONTAINER_CGROUP = "/cgroup"  # the memory cgroup the grader gives the container
 CONTAINER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID")
 CONTAINER_ZYGOTE_BYTES = 2 << 30
 CONTAINER_HOST_UID = 2_000_000_000
-CONTAINER_UIDS = UID_BASE + 2 * UID_SLOTS  # the slots' uids and their probes'
+CONTAINER_UIDS = UID_BASE + UIDS_PER_SLOT * UID_SLOTS  # the slots' uids, their probes', ranks'
 PODMAN_ARGS_ENV = "SCALEGRADE_PODMAN_ARGS"
 PODMAN_NPROC = 4096  # per uid on the host: --pids-limit bounds each container
 ENGINES = ("auto", "docker", "podman")

@@ -24,7 +24,7 @@ from autograder.sandbox.container import (
     CONTAINER_ZYGOTE_BYTES,
     container_command,
 )
-from autograder.sandbox.inside import UID_BASE, UID_SLOTS
+from autograder.sandbox.inside import RANK_UID_OFFSET, UID_BASE, UID_SLOTS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = Engine("docker")  # its daemon's default: the container's root is the host's
@@ -122,7 +122,8 @@ def test_podman_maps_the_containers_root_to_nobody_and_gives_it_the_namespaces(m
     assert argv[:6] == ["podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs", "run"]
     mapping = f"0:{CONTAINER_HOST_UID}:{CONTAINER_UIDS}"
     assert argv[argv.index("--uidmap") + 1] == mapping == argv[argv.index("--gidmap") + 1]
-    assert CONTAINER_UIDS > UID_BASE + 2 * UID_SLOTS - 1  # every slot's uid and its probe's
+    # every slot's uid, its probe's and its fresh ranks'
+    assert CONTAINER_UIDS > UID_BASE + UID_SLOTS - 1 + RANK_UID_OFFSET
     caps = argv[argv.index("--cap-add") + 1].split(",")
     assert "SYS_ADMIN" in caps and "NET_ADMIN" in caps and "nproc=4096:4096" in argv
     docker = container_command(Container("img", DOCKER, LIMITS), name="sg-4", control=Path("/c"))

@@ -11,6 +11,8 @@ init) the ranks are forked from S, as ``Student.ranks`` says, and this test does
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from autograder.sandbox import Limits, Plan, Probe
@@ -271,3 +273,63 @@ def test_the_cells_are_compiled_once_for_every_rank(tmp_path):
     plain = {c for c, p in zip(CELLS_AS_WRITTEN, got["plain"], strict=True) if p}
     assert not set(got["compiled"]) & plain
     assert got["late"] == {"a": "Later", "return": "Later"}  # the __future__ import held
+
+
+# Beyond the issue's routes: a thread of S that finds the ranks in /proc (their PID
+# namespaces are children of the job's, where S is), reads what each writes into its own
+# name (/proc/PID/comm) and signals the others would relay between them.  The ranks run
+# under a uid of their own (ranks.py): every signal S sends them is refused.
+SPY_PROBE = """
+def probe(student, seed, params):
+    got = student.ranks([("publish", 0), ("publish", 1)], seconds=20)
+    return {"ranks": got, "seen": student("seen", 0)}
+"""
+SPY_CELLS = """
+import ctypes, os, signal, threading, time
+
+SEEN, SIGNALLED = {}, []
+
+
+def spy():
+    while True:
+        for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+            try:
+                with open(f"/proc/{pid}/comm") as fh:
+                    name = fh.read().strip()
+            except OSError:
+                continue
+            if name.startswith("rank-"):
+                try:
+                    os.kill(int(pid), signal.SIGUSR1)
+                    SEEN[name] = "signalled"
+                except OSError as err:
+                    SEEN[name] = type(err).__name__
+        time.sleep(0.02)
+
+
+threading.Thread(target=spy, daemon=True).start()
+
+
+def relay(mode, rank):
+    if mode == "seen":
+        return SEEN
+    signal.signal(signal.SIGUSR1, lambda *_: SIGNALLED.append(1))
+    ctypes.CDLL(None).prctl(15, f"rank-{rank}".encode(), 0, 0, 0)  # PR_SET_NAME
+    time.sleep(1.0)
+    return len(SIGNALLED)
+"""
+
+
+def test_the_student_process_cannot_signal_the_ranks_to_relay_between_them(sandbox, tmp_path):
+    if sandbox.isolation == "process":
+        pytest.skip("the process sandbox has no init: its ranks are forked from S")
+    if os.geteuid() != 0:
+        pytest.skip("not root: S and the ranks run under this account's uid")
+    plan = Plan((), (Probe("q1-relay", "relay", SPY_PROBE, 7, {}, isolated=True),))
+    outcome = sandbox.run(notebook(tmp_path / "nb.ipynb", SPY_CELLS), plan)
+    assert outcome.error is None, (outcome.error, outcome.log[-2000:])
+    result = outcome.harvest["probes"]["q1-relay"]
+    assert result["ok"], result
+    assert result["result"]["ranks"] == [0, 0], result  # no rank was signalled
+    # S may find them, and may read their names, but each signal was refused
+    assert set(result["result"]["seen"].values()) <= {"PermissionError"}, result

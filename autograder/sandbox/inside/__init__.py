@@ -18,3 +18,5 @@ FOLDER = os.path.dirname(os.path.abspath(__file__))
 UID_BASE = 61000  # student code runs as UID_BASE + slot, one slot per concurrent run
 UID_SLOTS = 1000
 PROBE_UID_OFFSET = UID_SLOTS  # the probe process runs as the slot's uid + this
+RANK_UID_OFFSET = 2 * UID_SLOTS  # fresh ranks run as the slot's uid + this
+UIDS_PER_SLOT = 3  # the slot's uid, its probe's and its ranks'

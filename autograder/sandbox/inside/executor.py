@@ -29,7 +29,8 @@ Process tree in the "namespaces" mode (all of it dies when the outer process die
                 prober.run(), calling the student's functions over the socket pair
       rank      beside them, started by init when P asks (``ranks``): PID 1 of its own PID
                 namespace, its own mount, net, IPC and UTS namespaces and scratch, the
-                student's uid and limits; runs the notebook again, then serves P as a rank
+                student's limits, a third uid (the slot's + RANK_UID_OFFSET, which S
+                cannot signal); runs the notebook again, then serves P as a rank
 
 When ``init`` exits (the student process is done) or is killed (timeout), the kernel kills
 every process left in that PID namespace: detached, double-forked grandchildren included.

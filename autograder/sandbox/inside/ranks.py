@@ -12,13 +12,16 @@ pipes, a thread or a process that relays.  A fresh rank inherits none of it.  Th
   network, and that loopback is all they share;
 - holding no descriptor but its end of P's socket (and /dev/null; rank 0 of a gloo set,
   the listening socket of the set's store);
-- in the job's memory cgroup, under the slot's uid with the student's limits;
+- in the job's memory cgroup, with the student's limits, under a uid of the slot's ranks
+  (``rank_uid``), not S's: S sees them in its /proc (their PID namespaces are children of
+  the job's) but can neither signal, trace, limit nor write to them, so a thread of S cannot
+  relay between them (it could read what one writes into its own name; no rank can hear S);
 
 then it runs the notebook's cells again, there, and serves P's calls as one rank
 (:func:`harness.serve_fresh_rank`).  Whatever the ranks exchange goes through P.
 
 The cells are read and compiled once per job, for every rank, by a process of their own
-(:meth:`FreshRanks.compiled`): a child of init under the slot's uid and limits, in the
+(:meth:`FreshRanks.compiled`): a child of init under the ranks' uid and limits, in the
 job's memory cgroup, that runs none of them.  Init holds the bytes it wrote and never reads
 them; each rank forked after inherits them (about 7 ms a rank for hw1's 90 cells).
 
@@ -221,7 +224,7 @@ def _rank(ranks: FreshRanks, channel: int, rank: int, world: int, store) -> None
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         req = ranks.req
         private_scratch(req["limits"], ranks.keep, network=store is None)
-        path = place_notebook(ranks.notebook, req["notebook_name"], req["uid"])
+        path = place_notebook(ranks.notebook, req["notebook_name"], req["rank_uid"])
         if ranks.procs >= 0:
             os.write(ranks.procs, b"0")  # into the job's memory cgroup (0: the writer)
         os.setsid()
@@ -235,7 +238,7 @@ def _rank(ranks: FreshRanks, channel: int, rank: int, world: int, store) -> None
                 fds[RANK_FD_STORE] = store.fileno()
         fds_onto(fds)
         limits = req["limits"]
-        drop(req, limits, req["uid"], limits.get("address_space", True) or ranks.procs < 0)
+        drop(req, limits, req["rank_uid"], limits.get("address_space", True) or ranks.procs < 0)
         os.environ.clear()
         os.environ.update(student_env(HOME, "/tmp"))
         os.chdir(WORKDIR)
@@ -251,7 +254,7 @@ def _rank(ranks: FreshRanks, channel: int, rank: int, world: int, store) -> None
 
 
 def _compile(ranks: FreshRanks, out: int) -> None:
-    """The compiling process: the slot's uid and limits, the job's memory cgroup, nothing
+    """The compiling process: the ranks' uid, the limits, the job's memory cgroup, nothing
     open but ``out``, where it writes the compiled cells.  Never returns."""
     code = 1
     try:
@@ -262,7 +265,7 @@ def _compile(ranks: FreshRanks, out: int) -> None:
         null = os.open("/dev/null", os.O_RDWR)
         fds_onto({0: null, 1: null, 2: null, 3: out})
         req, limits = ranks.req, ranks.req["limits"]
-        drop(req, limits, req["uid"], limits.get("address_space", True) or ranks.procs < 0)
+        drop(req, limits, req["rank_uid"], limits.get("address_space", True) or ranks.procs < 0)
         data = memoryview(harness.compiled_cells(ranks.notebook))
         while data:
             data = data[os.write(3, data) :]
