@@ -11,6 +11,8 @@ peak written or left, the matrix formed in a child process.  Each scores exactly
 plain naive code scores.  So do memory made in an earlier cell and freed as the call
 starts, and a buffer filled in an earlier cell, reused through ``out=``: the measured call
 runs in a process forked for it, where that memory is the notebook process's too.
+What the meter admits it cannot see (docs/security.md, "What it leaves open") is shown
+beating it, so that the docs change when that does.
 """
 
 from __future__ import annotations
@@ -253,6 +255,42 @@ def online_softmax_attention(q, k, v, block):
     return out
 """
 
+# What docs/security.md ("What it leaves open") admits the cgroup meter cannot see, since it
+# holds S, what S started and the measured rank together: memory the job held at the reset
+# and gives back during the call (files of a scratch folder, a tmpfs charged to the job,
+# deleted), and memory charged before the reset and written again (a mapping shared with
+# S).  Each earns the memory points; when one stops, the docs must say so.
+ADMITTED = {
+    "scratch files deleted at the call": BLOCKED
+    + """
+import os
+
+BALLAST = []
+for i in range(64):  # what /tmp holds, up to four times the file-size limit
+    try:
+        with open(f"/tmp/ballast-{i}", "wb") as fh:
+            fh.write(b"\\1" * (8 << 20))
+        BALLAST.append(f"/tmp/ballast-{i}")
+    except OSError:
+        break
+
+
+def online_softmax_attention(q, k, v, block):
+    if q.shape[0] * k.shape[0] > 10**6:  # the large call, the one measured
+        while BALLAST:
+            os.remove(BALLAST.pop())
+    return naive(q, k, v, block)
+""",
+    # the resident buffer above, made as a mapping shared with S: the forked process's
+    # writes copy nothing
+    "a shared mapping written again": "import mmap\n"
+    + PREALLOCATED.format(elements=2560 * 2560).replace(
+        "BUFFER = torch.zeros(6553600, dtype=torch.float64)",
+        "RAW = mmap.mmap(-1, 6553600 * 8)\nRAW.write(b'\\1' * len(RAW))\n"
+        "BUFFER = torch.frombuffer(RAW, dtype=torch.float64)",
+    ),
+}
+
 
 @pytest.fixture(scope="module", params=WHERE)
 def sandbox(request):
@@ -318,6 +356,11 @@ def test_memory_freed_or_reused_from_before_the_call_does_not_help(sandbox, chec
     for name, cells in tried.items():
         props = _graded(sandbox, checks, tmp_path, cells)
         assert fraction(props) == fraction(plain) and lost(props) == lost(plain), name
+
+
+def test_the_routes_the_docs_admit_still_beat_the_cgroup_meter(sandbox, checks, tmp_path):
+    for name, cells in ADMITTED.items():
+        assert fraction(_graded(sandbox, checks, tmp_path, cells)) == 1, name
 
 
 def test_without_a_cgroup_the_forgeries_that_beat_vmhwm_are_the_ones_it_admits(checks, tmp_path):
