@@ -9,8 +9,9 @@ torch function mode and tracemalloc there): the mode disabled, tracemalloc patch
 instead of torch, the process's own VmHWM reset, the caller's frames walked, the cgroup's
 peak written or left, the matrix formed in a child process.  Each scores exactly what the
 plain naive code scores.  So do memory made in an earlier cell and freed as the call
-starts, and a buffer filled in an earlier cell, reused through ``out=``: the measured call
-runs in a process forked for it, where that memory is the notebook process's too.
+starts, by the call or by the notebook's process, scratch files deleted, and a buffer filled
+in an earlier cell, reused through ``out=``: the measured call runs in a process forked for
+it into a cgroup of its own, every other process of the job stopped meanwhile.
 What the meter admits it cannot see (docs/security.md, "What it leaves open") is shown
 beating it, so that the docs change when that does.
 """
@@ -255,13 +256,12 @@ def online_softmax_attention(q, k, v, block):
     return out
 """
 
-# What docs/security.md ("What it leaves open") admits the cgroup meter cannot see, since it
-# holds S, what S started and the measured rank together: memory the job held at the reset
-# and gives back during the call (files of a scratch folder, a tmpfs charged to the job,
-# deleted), and memory charged before the reset and written again (a mapping shared with
-# S).  Each earns the memory points; when one stops, the docs must say so.
-ADMITTED = {
-    "scratch files deleted at the call": BLOCKED
+# Memory the job held at the reset and gives back during the call, from outside the call's
+# process: files of a scratch folder (a tmpfs charged to the job) deleted as the call starts,
+# and a process the notebook started freeing its own when the call asks.  The call runs in a
+# cgroup of its own (measuring.py), which neither gives anything back to.
+MADE_ROOM["scratch files deleted at the call"] = (
+    BLOCKED
     + """
 import os
 
@@ -280,7 +280,36 @@ def online_softmax_attention(q, k, v, block):
         while BALLAST:
             os.remove(BALLAST.pop())
     return naive(q, k, v, block)
-""",
+"""
+)
+MADE_ROOM["a process of the notebook's freeing its own at the call's word"] = (
+    BLOCKED
+    + """
+import os, time
+
+MAIN = os.getpid()
+READY, TOLD = os.pipe()
+if os.fork() == 0:  # a helper, from an earlier cell: 1 GiB of its own, freed when asked
+    BALLAST = torch.ones(1 << 27, dtype=torch.float64)
+    os.write(TOLD, b"1")
+    while not os.path.exists("/tmp/free-it"):
+        time.sleep(0.001)
+    os._exit(0)
+os.read(READY, 1)  # the helper holds its gibibyte
+
+
+def online_softmax_attention(q, k, v, block):
+    if q.shape[0] * k.shape[0] > 10**6 and os.getpid() != MAIN:
+        open("/tmp/free-it", "w").close()  # the helper is stopped: it frees nothing
+        time.sleep(0.5)
+    return naive(q, k, v, block)
+"""
+)
+
+# What docs/security.md ("What it leaves open") admits the meter cannot see: memory charged
+# before the call and written again by it (a mapping shared with the notebook's process).
+# It earns the memory points; when it stops, the docs must say so.
+ADMITTED = {
     # the resident buffer above, made as a mapping shared with S: the forked process's
     # writes copy nothing
     "a shared mapping written again": "import mmap\n"
@@ -348,9 +377,11 @@ def test_a_buffer_sized_for_a_fixed_size_does_not_help(sandbox, checks, tmp_path
 
 
 def test_memory_freed_or_reused_from_before_the_call_does_not_help(sandbox, checks, tmp_path):
-    """The measured call runs in a process forked for it (prober.Student.measured): memory
-    the notebook made before is shared with its process there, so freeing it makes no room,
-    and writing the matrix into a buffer made before copies its pages, which count."""
+    """The measured call runs in a process forked for it into a cgroup of its own, every
+    other process of the job stopped (prober.Student.measured, measuring.py): memory the
+    notebook made before is shared with its process there, so freeing it makes no room,
+    nor does what the job gives back elsewhere, and writing the matrix into a buffer made
+    before copies its pages, which count."""
     plain = _graded(sandbox, checks, tmp_path, PLAIN)
     tried = {**MADE_ROOM, "resident buffer": PREALLOCATED.format(elements=2560 * 2560)}
     for name, cells in tried.items():

@@ -13,7 +13,7 @@ import sys
 import time
 import traceback
 
-from . import harness, prober
+from . import harness, measuring, prober
 from . import memory as meters
 from .linux import PR_SET_PDEATHSIG, prctl
 from .memory import PROBE_FD_MEMORY, JobMemory
@@ -145,6 +145,7 @@ def _init(req: dict, fds: dict[str, int], keep: list[str], memory: JobMemory) ->
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the zygote gone: everything goes
         uid = req["uid"]
         tmp_size = private_scratch(req["limits"], keep)
+        measuring.hide(meters.current.mount)  # no process of the job reaches its cgroups
         notebook = read_notebook(fds["notebook"], tmp_size // 2)
         place_notebook(notebook, req["notebook_name"], uid)
         probe_dir = "/tmp/probe"
@@ -177,6 +178,8 @@ def _fork_pair(
         _student(req, fds["out"], fds["res"], theirs.fileno(), workdir, home, tmp, memory)
     memory._close("procs")
     memory.open_proc(student)  # without a cgroup: its /proc files, opened here
+    if ranks is not None and ranks.measuring is not None:
+        ranks.measuring.student = student
     probe = os.fork()
     if probe == 0:
         theirs.close()

@@ -19,7 +19,10 @@ from .mounts import is_within, unescape
 # memory.peak (a write resets it for that open file, Linux 6.12+), and hands the open file
 # to P alone: S never holds it, and every file of the cgroup is root's (0644), so S, another
 # uid without capabilities, can neither reset the peak nor move itself out.  S joins the
-# cgroup first thing after the fork, still root, through cgroup.procs opened here.
+# cgroup first thing after the fork, still root, through cgroup.procs opened here.  Where
+# the job has an init, a measured call gets a cgroup of its own (:mod:`measuring`), made by
+# init through the folders opened here (``JobMemory.folder``, ``beside``), and P measures
+# that one instead.
 #
 # Without a cgroup (not root, no memory controller, a read-only cgroupfs, a v2 memory.peak
 # that cannot be reset), P gets S's /proc/PID/clear_refs and /proc/PID/status instead,
@@ -81,6 +84,13 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _listdir(path: str | None) -> list[str]:
+    try:
+        return os.listdir(path) if path else []
+    except OSError:
+        return []
+
+
 def remove_cgroup(path: str) -> bool:
     """rmdir ``path`` and the cgroups below it; whether it is gone (not while processes live)."""
     try:
@@ -114,6 +124,12 @@ class JobMemory:
         self.kind: str | None = None  # what P measures with: "cgroup", "vmhwm" or None
         self.note = note  # how P measures, or why it does not
         self.proc_fallback = False  # open S's /proc files after its fork
+        # the job's init's, for the measured calls' cgroups (:mod:`measuring`): the job's
+        # cgroup folder and the one holding it, the cgroup version and the job's limit
+        self.folder = -1
+        self.beside = -1
+        self.version = 0
+        self.limit = 0
 
     def join(self) -> None:
         """In S, still root: into the job's cgroup, with every process it will start."""
@@ -153,7 +169,7 @@ class JobMemory:
             self._close(name)
 
     def close(self) -> None:
-        for name in ("procs", "peak", "clear_refs", "status"):
+        for name in ("procs", "peak", "clear_refs", "status", "folder", "beside"):
             self._close(name)
 
     def _close(self, name: str) -> None:
@@ -267,6 +283,10 @@ class Memory:
                 mem.note = f"{peak_name} cannot be reset: {err.strerror}"
             else:
                 mem.kind = "cgroup"
+                mem.version, mem.limit = self.version, int(memory_bytes)
+                directory = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+                mem.folder = os.open(path, directory)
+                mem.beside = os.open(self.base, directory)
                 mem.note = (
                     f"the memory cgroup of the notebook's process and its children "
                     f"(cgroup v{self.version} {peak_name}), reset before the call"
@@ -279,8 +299,16 @@ class Memory:
         return mem
 
     def remove(self, path: str | None) -> None:
-        if path and not remove_cgroup(path):
-            self.pending.append(path)  # its last processes are still exiting: later
+        """The job's cgroup, with its measured calls' (v2: beside it, ``job-N.call-K``)."""
+        if not path:
+            return
+        calls = f"{os.path.basename(path)}.call-"
+        beside = [
+            os.path.join(self.base or "", n) for n in _listdir(self.base) if n.startswith(calls)
+        ]
+        for cgroup in [path, *beside]:
+            if not remove_cgroup(cgroup):
+                self.pending.append(cgroup)  # its last processes are still exiting: later
 
     def retry(self) -> None:
         self.pending = [p for p in self.pending if not remove_cgroup(p)]

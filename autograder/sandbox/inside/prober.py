@@ -363,6 +363,7 @@ class Channel:
         gloo: bool = False,
         before=None,
         fresh: bool = False,
+        after=None,
     ) -> list:
         """``name`` once per rank and round, the ranks at once, each rank a process forked
         from S, which hands over a socket to each: see :meth:`Student.rounds`; ``fresh``
@@ -376,7 +377,9 @@ class Channel:
         same probe twice (a second run of one probe ends the pool first); a run that did
         not end cleanly (a rank timed out, ended or sent garbage) ends it too.  A gloo
         run's ranks are a group of their own, ended after the run.  ``before()`` is called
-        here right before each call is sent to its rank (a meter's reset)."""
+        here right before each call is sent to its rank (a meter's reset), ``after()`` once
+        the calls are done or given up, before anything is asked of S (a measured call's
+        release: S may be stopped)."""
         if self.gone:
             raise StudentGone(self.gone)
         if fresh and self.fresh is not None:
@@ -410,6 +413,8 @@ class Channel:
             return outcomes
         finally:
             self.phase = outer
+            if after is not None:
+                after()
             if gloo:
                 self._end_set(*forked)
             elif not (clean and self.keep_ranks):
@@ -505,6 +510,22 @@ class Channel:
         for fd in fds:
             os.close(fd)
         return RuntimeError(f"the sandbox could not start the ranks: {msg.get('message')}")
+
+    def init_request(self, op: str, fds: int = 0) -> tuple[list[int], dict] | OSError:
+        """A request to the job's init (a measured call's step, :mod:`measuring`): the
+        descriptors and the message it answered, or why it did not."""
+        self.next_id += 1
+        rid = self.next_id
+        try:
+            self.fresh.send(json.dumps({"op": op, "id": rid}).encode())
+            msg, got = self._fresh_reply(rid, fds)
+        except OSError as err:
+            return err
+        if msg.get("op") == op and len(got) == fds:
+            return got, msg
+        for fd in got:
+            os.close(fd)
+        return OSError(str(msg.get("message") or "the job's init answered something else"))
 
     def _fresh_reply(self, rid: int, world: int) -> tuple[dict, list[int]]:
         """The job's init's answer to request ``rid`` (within the job's deadline)."""
@@ -706,6 +727,12 @@ class Channel:
                 self._lost("the notebook's process did not end its ranks")
             if msg.get("id") == rid:
                 return
+
+
+VOID_MEASURE = (
+    "a process of the notebook ran while its function's call was measured, when every "
+    "process but the call's is stopped: the measure is not the call's"
+)
 
 
 class NotStarted(RuntimeError):
@@ -1102,12 +1129,15 @@ class Student:
         has no meter (:attr:`meter` says why).  Raises what the function raised, its
         ``peak_bytes`` set (code that raises may have taken memory first).
 
-        With the job's memory cgroup as the meter, the call runs in a process forked from
-        S for it (a rank, which a later run may reuse): what S made before the call, the
-        rank shares with S, so freeing it there makes no room for what the call takes.  The
-        meter is reset before the fork, so what the forked process takes before the call
-        (a hook of ``os.register_at_fork``) counts too, with the fork's own page tables and
-        copied pages (about 3 MB with torch loaded)."""
+        With a memory cgroup as the meter, the call runs in a process forked from S for
+        it: what S made before the call, that process shares with S, so freeing it there
+        makes no room for what the call takes.  Where the job's init serves it, that
+        process is forked into a cgroup of its own, reset before the fork, every other
+        process of the job stopped during the call (:meth:`_measured_apart`,
+        :mod:`measuring`); elsewhere the meter is the job's cgroup, reset before the fork.
+        Either way what the forked process takes before the call (a hook of
+        ``os.register_at_fork``) counts too, with the fork's own page tables and copied
+        pages (about 3 MB with torch loaded)."""
         gauge = meter if meter is not None else Meter.this_process()
         base: list = [None]
 
@@ -1120,6 +1150,10 @@ class Student:
                 # its own during the call: every one ends first
                 self._channel.end_pool(wait=True)
                 self._channel.calls += 1
+                if self._channel.fresh is not None:
+                    held = self._channel.init_request("hold", fds=1)
+                    if not isinstance(held, OSError):
+                        return self._measured_apart(args, Meter.of_call(held[0][0], gauge.note))
                 reset()  # before the fork: what the new process takes before the call counts
                 [[value]] = self._channel.ranks(self.__name__, [[args]], None)
                 if isinstance(value, BaseException):
@@ -1140,6 +1174,38 @@ class Student:
         finally:
             if gauge is not meter:
                 gauge.close()
+
+    def _measured_apart(self, args: tuple, gauge: Meter):
+        """:meth:`measured` where the job's init serves it (:mod:`measuring`): the call's
+        process forked into a cgroup made for it (its peak counts from the moment S moved
+        there, never reset: nothing S or its forks take after that can hide), every other
+        process of the job stopped during the call and checked after not to have run."""
+        channel, value, peak, released = self._channel, None, None, []
+
+        def measure() -> None:  # the call's process is forked: the others stop
+            if isinstance(channel.init_request("measure"), OSError):
+                raise RuntimeError(f"{VOID_MEASURE} (one did not stop)")
+
+        def release() -> None:  # the call answered, or not: the peak, then S goes on
+            nonlocal peak
+            if not released:
+                peak = gauge.since(base)
+                released.append(channel.init_request("release"))
+
+        base = 0  # a cgroup made for the call: what S and its forks took since it was made
+        try:
+            [[value]] = channel.ranks(self.__name__, [[args]], None, before=measure, after=release)
+        finally:
+            release()
+            gauge.close()
+            channel.end_pool()  # the call's process serves nothing after
+        if isinstance(released[0], OSError) or released[0][1].get("ran"):
+            why = "the sandbox could not tell" if isinstance(released[0], OSError) else "one ran"
+            raise RuntimeError(f"{VOID_MEASURE} ({why})")
+        if isinstance(value, BaseException):
+            value.peak_bytes = peak
+            raise value
+        return value, peak
 
     @property
     def meter(self) -> str:
@@ -1431,6 +1497,14 @@ class Meter:
         self.fd, self.read_fd = fd, read_fd if read_fd >= 0 else fd
         self.note = note or ("no memory meter" if self.kind is None else self.kind)
         self._own: tuple[int, ...] = ()  # descriptors this meter opened, closed by close()
+
+    @classmethod
+    def of_call(cls, fd: int, note: str) -> Meter:
+        """A measured call's own cgroup (:mod:`measuring`): its peak file, closed by
+        :meth:`close`."""
+        gauge = cls("cgroup", fd, fd, note)
+        gauge._own = (fd,)
+        return gauge
 
     @classmethod
     def this_process(cls) -> Meter:

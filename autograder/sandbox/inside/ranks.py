@@ -44,6 +44,7 @@ import traceback
 
 from . import harness
 from .linux import CLONE_NEWNET, PR_SET_PDEATHSIG, check, libc, prctl, unshare
+from .measuring import MeasuredCalls
 from .memory import JobMemory
 from .mounts import loopback_up
 from .process import (
@@ -80,6 +81,16 @@ class FreshRanks:
         self.open = True
         self.sets: dict[int, list[int]] = {}  # set id -> the pids of its ranks
         self.cells: bytes | None = None  # the cells compiled (:meth:`compiled`)
+        self.measuring = None  # the measured calls' cgroups, where the job has a cgroup
+        if memory.kind == "cgroup" and memory.folder >= 0 and req.get("uid") is not None:
+            self.measuring = MeasuredCalls(
+                memory.version,
+                os.dup(memory.folder),
+                os.dup(memory.beside),
+                os.path.basename(memory.path or ""),
+                memory.limit,
+                req["uid"],
+            )
 
     def close_all(self) -> None:
         """In a child of init that is neither P nor a rank: none of this stays open."""
@@ -97,6 +108,8 @@ class FreshRanks:
         for fd in (self.procs, self.own_pidns, self.own_netns):
             if fd >= 0:
                 os.close(fd)
+        if self.measuring is not None:
+            self.measuring.close()
 
     def started(self) -> None:
         """In init, once P is forked: P's end is P's alone."""
@@ -117,16 +130,41 @@ class FreshRanks:
             rid = req["id"]
         except (ValueError, KeyError, TypeError):
             return
-        if req.get("op") == "ranks":
+        op = req.get("op")
+        if op == "ranks":
             self._start(rid, req.get("world"), req.get("gloo") is True)
-        elif req.get("op") == "end":
+        elif op == "end":
             self._end(self.sets.pop(rid, []))
             self._send({"op": "ended", "id": rid})
+        elif op in ("hold", "measure", "release"):
+            self._measured_call(op, rid)
+
+    def _measured_call(self, op: str, rid) -> None:
+        """A step of a measured call (:mod:`measuring`), answered ``{"op": op}`` (``hold``:
+        with the call cgroup's peak file; ``release``: with how many stopped processes
+        ran), or ``raised`` and why."""
+        calls = self.measuring
+        try:
+            if calls is None:
+                raise OSError("the job has no memory cgroup")
+            if op == "hold":
+                peak = calls.hold()
+                self._send({"op": op, "id": rid}, [peak])
+                os.close(peak)
+            elif op == "measure":
+                calls.measure()
+                self._send({"op": op, "id": rid})
+            else:
+                self._send({"op": op, "id": rid, "ran": len(calls.release())})
+        except OSError as err:
+            self._send({"op": "raised", "id": rid, "message": f"{op}: {err}"})
 
     def end_all(self) -> None:
         for pids in self.sets.values():
             self._end(pids)
         self.sets.clear()
+        if self.measuring is not None:
+            self.measuring.release()  # nothing of the job stays stopped once P is done
 
     def _send(self, msg: dict, fds: list[int] = ()) -> None:
         try:
