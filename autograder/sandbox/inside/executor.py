@@ -31,6 +31,9 @@ Process tree in the "namespaces" mode (all of it dies when the outer process die
                 namespace, its own mount, net, IPC and UTS namespaces and scratch, the
                 student's limits, a third uid (the slot's + RANK_UID_OFFSET, which S
                 cannot signal); runs the notebook again, then serves P as a rank
+      measured  a process S forks for a call P measures (``Student.measured``), in a
+                memory cgroup init makes for that call, every other process of the job
+                stopped meanwhile (:mod:`measuring`)
 
 When ``init`` exits (the student process is done) or is killed (timeout), the kernel kills
 every process left in that PID namespace: detached, double-forked grandchildren included.
