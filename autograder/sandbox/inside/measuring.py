@@ -27,7 +27,8 @@ moved keeps its earlier charges where they were; so, for each measured call:
 No process of the job can reach the cgroup filesystem (init covers it in the job's mount
 namespace: :func:`hide`), nor hold a descriptor of it, so none can move itself out of the
 call's cgroup.  Memory charged before ``hold`` and written again is not seen: a mapping shared
-with S, a file of /tmp written to (docs/security.md, "What it leaves open").
+with S, a file of /tmp written to, a stopped process's memory written with
+``process_vm_writev`` (docs/security.md, "What it leaves open").
 """
 
 from __future__ import annotations
