@@ -6,8 +6,8 @@ fresh ranks on (:mod:`ranks`).
 Measured in the job's cgroup, which holds S, what S started and the ranks together, memory
 the job held at the reset and gave back during the call (a process S started freeing its
 own or ending, a file of /tmp deleted) made room for what the call took, and another
-process of the job could compute for it.  A cgroup charges memory where it is first taken, and a process
-moved keeps its earlier charges where they were; so, for each measured call:
+process of the job could compute for it.  A cgroup charges memory where it is first taken,
+and a process moved keeps its earlier charges where they were; so, for each measured call:
 
 - ``hold``: init lists the job's processes, makes a cgroup for the call (v1: inside the job's,
   whose limit covers it; v2: beside it, with the job's limit) and moves S into it; P reads
