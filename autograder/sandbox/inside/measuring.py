@@ -40,7 +40,7 @@ import time
 from .linux import MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_RDONLY, mount
 from .memory import CGROUP_LIMIT, CGROUP_PEAK
 
-STOP_SECONDS = 2.0  # for every thread of the job's other processes to stop
+STOP_SECONDS = 5.0  # for every thread of the job's other processes to stop (a loaded machine)
 STOPPED = frozenset("TtZX")  # a thread's state (/proc/PID/task/TID/stat) that runs no code
 
 
