@@ -1132,8 +1132,8 @@ class Student:
         With a memory cgroup as the meter, the call runs in a process forked from S for
         it: what S made before the call, that process shares with S, so freeing it there
         makes no room for what the call takes.  Where the job's init serves it, that
-        process is forked into a cgroup of its own, reset before the fork, every other
-        process of the job stopped during the call (:meth:`_measured_apart`,
+        process is forked into a cgroup made for the call, counted from its making, every
+        other process of the job stopped during the call (:meth:`_measured_apart`,
         :mod:`measuring`); elsewhere the meter is the job's cgroup, reset before the fork.
         Either way what the forked process takes before the call (a hook of
         ``os.register_at_fork``) counts too, with the fork's own page tables and copied
@@ -1152,7 +1152,7 @@ class Student:
                 self._channel.calls += 1
                 if self._channel.fresh is not None:
                     held = self._channel.init_request("hold", fds=1)
-                    if not isinstance(held, OSError):
+                    if not isinstance(held, OSError):  # else the job's cgroup, as without init
                         return self._measured_apart(args, Meter.of_call(held[0][0], gauge.note))
                 reset()  # before the fork: what the new process takes before the call counts
                 [[value]] = self._channel.ranks(self.__name__, [[args]], None)

@@ -29,7 +29,8 @@ The protocol on P's socket (``SOCK_SEQPACKET``, one JSON message each):
 ``{"op": "ranks", "id": N, "world": W, "gloo": G}`` is answered ``{"op": "ranks", "id": N}``
 with the W sockets attached (or ``{"op": "raised", "id": N, "message": ...}``);
 ``{"op": "end", "id": N}`` kills that set and is answered ``{"op": "ended", "id": N}`` once
-every process of it has ended (its memory freed).
+every process of it has ended (its memory freed).  The same socket carries the steps of a
+measured call (``hold``, ``measure``, ``release``: :mod:`measuring`).
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ RANK_FD_STORE = 4  # rank 0 of a gloo set: the listening socket of the group's s
 
 
 class FreshRanks:
-    """The job's init's side: starts and ends the sets of fresh ranks P asks for."""
+    """The job's init's side: starts and ends the sets of fresh ranks P asks for, and
+    serves the steps of its measured calls (``measuring``)."""
 
     def __init__(self, req: dict, notebook: bytes, keep: list[str], memory: JobMemory):
         self.req = req
