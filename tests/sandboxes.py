@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.sandbox import Limits, Sandbox
+from autograder.sandbox import Limits, Plan, Probe, Sandbox
 
 WHERE = ["host", "container"]  # a module fixture's params: both, the image where CI built it
 
@@ -28,3 +28,16 @@ def everywhere(limits: Limits):
             yield box
 
     return sandbox
+
+
+def probed(sandbox: Sandbox, folder, cells: str, function: str, probe: str):
+    """What one isolated probe (``probe``: its source) returned on a notebook of ``cells``
+    defining ``function``, the run and the probe asserted clean."""
+    from tests.autograder.test_sandbox import notebook
+
+    plan = Plan((), (Probe(f"q1-{function}", function, probe, 7, {}, isolated=True),))
+    outcome = sandbox.run(notebook(folder / "nb.ipynb", cells), plan)
+    assert outcome.error is None, (outcome.error, outcome.log[-2000:])
+    result = outcome.harvest["probes"][f"q1-{function}"]
+    assert result["ok"], result
+    return result["result"]

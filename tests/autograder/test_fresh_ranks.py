@@ -17,7 +17,7 @@ import pytest
 
 from autograder.sandbox import Limits, Plan, Probe
 from tests.autograder.test_sandbox import notebook
-from tests.sandboxes import everywhere
+from tests.sandboxes import everywhere, probed
 
 LIMITS = Limits(wall_seconds=60.0, cpu_seconds=60, memory_bytes=3 << 30)
 sandbox = everywhere(LIMITS)  # on the host, then in the grading image
@@ -57,19 +57,10 @@ def where(rank):
 """
 
 
-def _reports(sandbox, tmp_path) -> list:
-    plan = Plan((), (Probe("q1-where", "where", PROBE, 7, {}, isolated=True),))
-    outcome = sandbox.run(notebook(tmp_path / "nb.ipynb", CELLS), plan)
-    assert outcome.error is None, (outcome.error, outcome.log[-2000:])
-    probe = outcome.harvest["probes"]["q1-where"]
-    assert probe["ok"], probe
-    return probe["result"]
-
-
 def test_each_fresh_rank_has_its_own_folders_descriptors_and_processes(sandbox, tmp_path):
     if sandbox.isolation == "process":
         pytest.skip("the process sandbox has no init: its ranks are forked from S")
-    reports = _reports(sandbox, tmp_path)
+    reports = probed(sandbox, tmp_path, CELLS, "where", PROBE)
     assert len(reports) == WORLD and all(isinstance(r, dict) for r in reports), reports
     for rank, seen in enumerate(reports):
         mine = [f"rank-{rank}"]
@@ -325,11 +316,7 @@ def test_the_student_process_cannot_signal_the_ranks_to_relay_between_them(sandb
         pytest.skip("the process sandbox has no init: its ranks are forked from S")
     if os.geteuid() != 0:
         pytest.skip("not root: S and the ranks run under this account's uid")
-    plan = Plan((), (Probe("q1-relay", "relay", SPY_PROBE, 7, {}, isolated=True),))
-    outcome = sandbox.run(notebook(tmp_path / "nb.ipynb", SPY_CELLS), plan)
-    assert outcome.error is None, (outcome.error, outcome.log[-2000:])
-    result = outcome.harvest["probes"]["q1-relay"]
-    assert result["ok"], result
-    assert result["result"]["ranks"] == [0, 0], result  # no rank was signalled
+    result = probed(sandbox, tmp_path, SPY_CELLS, "relay", SPY_PROBE)
+    assert result["ranks"] == [0, 0], result  # no rank was signalled
     # S may find them, and may read their names, but each signal was refused
-    assert set(result["result"]["seen"].values()) <= {"PermissionError"}, result
+    assert set(result["seen"].values()) <= {"PermissionError"}, result

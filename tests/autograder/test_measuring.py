@@ -16,9 +16,8 @@ import os
 
 import pytest
 
-from autograder.sandbox import Limits, Plan, Probe, namespaces_available
-from tests.autograder.test_sandbox import notebook
-from tests.sandboxes import everywhere
+from autograder.sandbox import Limits, namespaces_available
+from tests.sandboxes import everywhere, probed
 
 LIMITS = Limits(wall_seconds=60.0, cpu_seconds=60, memory_bytes=3 << 30)
 sandbox = everywhere(LIMITS)  # on the host, then in the grading image
@@ -65,13 +64,7 @@ def where(mib):
 
 def _measured(sandbox, tmp_path, cells: str, sizes: tuple = (0, 64)) -> dict:
     """``where(mib)`` measured for each size, in turn (MiB)."""
-    probe = PROBE.format(sizes=sizes)
-    plan = Plan((), (Probe("q1-where", "where", probe, 7, {}, isolated=True),))
-    outcome = sandbox.run(notebook(tmp_path / "nb.ipynb", cells), plan)
-    assert outcome.error is None, (outcome.error, outcome.log[-2000:])
-    result = outcome.harvest["probes"]["q1-where"]
-    assert result["ok"], result
-    return result["result"]
+    return probed(sandbox, tmp_path, cells, "where", PROBE.format(sizes=sizes))
 
 
 def test_the_call_runs_apart_while_the_notebook_process_is_stopped(sandbox, tmp_path):
